@@ -1,0 +1,324 @@
+/*
+ * cvfuse — fused matrix-multiply + vector-epilogue operators.
+ *
+ * This header is the whole public API. Every operation has the shape
+ *
+ *     C = epilogue(A @ B)        (fp32 accumulation; float64 on the reference device)
+ *
+ * where A, B and C are strided matrix views (a transpose is a view with swapped strides, read in
+ * place) and the epilogue is a descriptor shared by every backend: optional bias add, optional
+ * store of the pre-activation, an activation (or the GELU backward), optional column sums.
+ *
+ * Error handling: every call returns a cvf_status. When a call that takes a context fails, the
+ * context keeps a human-readable message naming the argument, what was expected and what was
+ * given (cvf_context_last_error). A failed call writes nothing to its outputs.
+ *
+ * Threading: a context may be used by one host thread at a time; create one context per thread
+ * that issues calls. The context itself runs its work on its own thread pool.
+ */
+#ifndef CVFUSE_H
+#define CVFUSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CVF_VERSION_MAJOR 0
+#define CVF_VERSION_MINOR 1
+#define CVF_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes                                                                                */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum cvf_status {
+    CVF_STATUS_SUCCESS = 0,
+    CVF_STATUS_NULL_POINTER = 1,       /* a required pointer (context, view, data) is NULL */
+    CVF_STATUS_INVALID_VALUE = 2,      /* negative dimension or stride, unknown enum value */
+    CVF_STATUS_SHAPE_MISMATCH = 3,     /* dimensions of the operands do not agree */
+    CVF_STATUS_OVERLAPPING_OUTPUT = 4, /* an output view's strides make two elements share memory */
+    CVF_STATUS_ALIASED_OUTPUT = 5,     /* an output's memory overlaps an input or another output */
+    CVF_STATUS_SIZE_OVERFLOW = 6,      /* a view's byte extent does not fit in the address space */
+    CVF_STATUS_UNSUPPORTED = 7,        /* valid request this device cannot run (e.g. dtype mix) */
+    CVF_STATUS_OUT_OF_MEMORY = 8,      /* a workspace or thread could not be allocated */
+    CVF_STATUS_INTERNAL_ERROR = 9      /* a bug in cvfuse: please report it */
+} cvf_status;
+
+/* Returns a static, human-readable name for a status ("invalid value", ...). Never NULL. */
+const char *cvf_status_string(cvf_status status);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Data types                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum cvf_dtype {
+    CVF_F32 = 0,  /* IEEE binary32 */
+    CVF_F16 = 1,  /* IEEE binary16 */
+    CVF_BF16 = 2, /* bfloat16 (upper half of binary32) */
+    CVF_F64 = 3   /* IEEE binary64: accepted only by the reference device (the test oracle) */
+} cvf_dtype;
+
+/* Returns the size in bytes of one element of dtype, or 0 for an unknown dtype. */
+size_t cvf_dtype_size(cvf_dtype dtype);
+
+/* Returns a static lower-case name ("f32", "f16", "bf16", "f64"), or "unknown". */
+const char *cvf_dtype_name(cvf_dtype dtype);
+
+/* Converts binary32 to binary16, rounding to nearest even; NaN stays NaN (sign kept, quieted),
+ * overflow gives ±Inf, tiny values round to subnormals or ±0. */
+uint16_t cvf_f32_to_f16(float value);
+
+/* Converts binary16 to binary32 exactly. */
+float cvf_f16_to_f32(uint16_t bits);
+
+/* Converts binary32 to bfloat16, rounding to nearest even; NaN stays NaN (sign kept, quieted). */
+uint16_t cvf_f32_to_bf16(float value);
+
+/* Converts bfloat16 to binary32 exactly. */
+float cvf_bf16_to_f32(uint16_t bits);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Views                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/*
+ * A matrix view: element (i, j) lives at data + (i * row_stride + j * col_stride) * dtype size.
+ * Strides count elements and must be >= 0. A row-major (rows x cols) array has
+ * row_stride = cols, col_stride = 1; its transpose is the same data with the strides (and the
+ * dimensions) swapped. Input views may use any non-negative strides (0 broadcasts); output views
+ * must not map two elements to the same memory. data may be NULL only when rows * cols == 0.
+ */
+typedef struct cvf_matrix {
+    void *data;
+    cvf_dtype dtype;
+    int64_t rows;
+    int64_t cols;
+    int64_t row_stride; /* elements from (i, j) to (i + 1, j) */
+    int64_t col_stride; /* elements from (i, j) to (i, j + 1) */
+} cvf_matrix;
+
+/* A vector view: element i lives at data + i * stride * dtype size. */
+typedef struct cvf_vector {
+    void *data;
+    cvf_dtype dtype;
+    int64_t length;
+    int64_t stride; /* elements from i to i + 1, >= 0 */
+} cvf_vector;
+
+/* Returns a view of a dense row-major (rows x cols) array. */
+static inline cvf_matrix cvf_matrix_row_major(void *data, cvf_dtype dtype, int64_t rows, int64_t cols)
+{
+    cvf_matrix m = {data, dtype, rows, cols, cols, 1};
+    return m;
+}
+
+/* Returns the transpose of a view: same memory, dimensions and strides swapped. */
+static inline cvf_matrix cvf_matrix_transpose(cvf_matrix m)
+{
+    cvf_matrix t = {m.data, m.dtype, m.cols, m.rows, m.col_stride, m.row_stride};
+    return t;
+}
+
+/* Returns a view of a dense vector of length elements. */
+static inline cvf_vector cvf_vector_dense(void *data, cvf_dtype dtype, int64_t length)
+{
+    cvf_vector v = {data, dtype, length, 1};
+    return v;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Context                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum cvf_device {
+    CVF_DEVICE_CPU = 0,      /* the CPU backend: fp32 accumulation, thread pool */
+    CVF_DEVICE_REFERENCE = 1 /* float64 oracle: simple, slow, obviously correct; accepts f64 */
+} cvf_device;
+
+typedef struct cvf_context_options {
+    cvf_device device;
+    int32_t threads; /* worker threads; 0 means one per online CPU core */
+} cvf_context_options;
+
+typedef struct cvf_context cvf_context;
+
+/* Creates a context. options may be NULL (CPU device, all cores). On success *out holds the new
+ * context; on failure *out is set to NULL. */
+cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out);
+
+/* Destroys a context and joins its threads. NULL is a no-op. */
+void cvf_context_destroy(cvf_context *ctx);
+
+/* Returns the message of the last failed call on ctx ("" after a success; static text for a
+ * NULL ctx). The pointer stays valid until the next call on ctx. */
+const char *cvf_context_last_error(const cvf_context *ctx);
+
+/* Returns the device of ctx. */
+cvf_device cvf_context_device(const cvf_context *ctx);
+
+/* Returns the number of worker threads ctx runs its work on. */
+int32_t cvf_context_threads(const cvf_context *ctx);
+
+/* Returns a static name for a device ("cpu", "reference"), or "unknown". */
+const char *cvf_device_name(cvf_device device);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Epilogue: the vector work applied to each fp32 output tile before it is stored              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum cvf_activation {
+    CVF_ACTIVATION_NONE = 0,
+    CVF_ACTIVATION_RELU = 1,       /* max(x, 0); NaN stays NaN */
+    CVF_ACTIVATION_GELU_TANH = 2,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    CVF_ACTIVATION_DGELU_TANH = 3  /* x * gelu_tanh'(aux_in): the GELU backward; needs aux_in */
+} cvf_activation;
+
+/* Returns a static name ("none", "relu", "gelu_tanh", "dgelu_tanh"), or "unknown". */
+const char *cvf_activation_name(cvf_activation activation);
+
+/*
+ * The epilogue descriptor. For each output element, with acc the fp32 dot product:
+ *
+ *     x = acc + bias[j]                    (when bias is set)
+ *     aux_out[i, j] = x                    (when aux_out is set: the pre-activation, for training)
+ *     y = activation(x)                    (DGELU_TANH: y = x * gelu_tanh'(aux_in[i, j]))
+ *     C[i, j] = y                          (one rounding, to C's dtype)
+ *     bias_grad[j] = sum over i of y       (when bias_grad is set; fp32 sums of the unrounded y)
+ *
+ * Unused members are NULL; a zero-initialised descriptor (or a NULL epilogue) is a plain GEMM.
+ * bias and bias_grad have length C.cols; aux_in and aux_out have C's shape.
+ */
+typedef struct cvf_epilogue {
+    cvf_activation activation;
+    const cvf_vector *bias;      /* input, optional */
+    const cvf_matrix *aux_in;    /* input, required by DGELU_TANH, else must be NULL */
+    const cvf_matrix *aux_out;   /* output, optional */
+    const cvf_vector *bias_grad; /* output, optional */
+} cvf_epilogue;
+
+/* ------------------------------------------------------------------------------------------ */
+/* Operations                                                                                  */
+/* ------------------------------------------------------------------------------------------ */
+
+/* C = epilogue(A @ B). A is (M x K), B is (K x N), C is (M x N); epilogue may be NULL. K = 0 is a
+ * zero product with the epilogue still applied; M = 0 or N = 0 is an empty result. On the CPU
+ * device A, B and the epilogue inputs may be any of f32/f16/bf16 (mixed is fine); the outputs
+ * likewise. */
+cvf_status cvf_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                      const cvf_epilogue *epilogue);
+
+/* C = relu(A @ B): the first seed workload (fp16 in/out, fp32 accumulation). */
+cvf_status cvf_matmul_relu(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c);
+
+/* Sums the rows of x: out[j] = sum over i of x[i, j] (the K3 "bias gradient" reduction). */
+cvf_status cvf_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out);
+
+/*
+ * Vision-MLP forward, PyTorch layout (Linear(in, out).weight is (out, in)). S tokens, hidden
+ * size H, intermediate size I:
+ *   fc1_output  = hidden_state @ fc1_weight^T + fc1_bias        (S, I)
+ *   gelu_output = gelu_tanh(fc1_output)                           (S, I)
+ *   output      = gelu_output @ fc2_weight^T + fc2_bias           (S, H)
+ * fc1 runs as one fused kernel that stores both fc1_output and gelu_output.
+ */
+typedef struct cvf_mlp_forward_args {
+    /* inputs */
+    cvf_matrix hidden_state; /* (S, H) */
+    cvf_matrix fc1_weight;   /* (I, H) */
+    cvf_vector fc1_bias;     /* (I) */
+    cvf_matrix fc2_weight;   /* (H, I) */
+    cvf_vector fc2_bias;     /* (H) */
+    /* outputs */
+    cvf_matrix fc1_output;  /* (S, I) */
+    cvf_matrix gelu_output; /* (S, I) */
+    cvf_matrix output;      /* (S, H) */
+} cvf_mlp_forward_args;
+
+/* Runs the MLP forward described above. */
+cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args);
+
+/*
+ * Vision-MLP GELU backward: the seed's ModelNew.forward. Given grad_output = dL/d(output):
+ *   grad_fc2_bias     = grad_output.sum(0)                          (H)
+ *   grad_fc2_weight   = grad_output^T @ gelu_output                 (H, I)
+ *   grad_fc1_output   = (grad_output @ fc2_weight) * gelu'(fc1_output)   (S, I), K1 fused
+ *   grad_fc1_bias     = grad_fc1_output.sum(0)                      (I)
+ *   grad_fc1_weight   = grad_fc1_output^T @ hidden_state            (I, H)
+ *   grad_hidden_state = grad_fc1_output @ fc1_weight                (S, H)
+ * grad_gelu_output = grad_output @ fc2_weight never reaches memory. grad_fc1_output is held in a
+ * workspace of the device's accumulation type (fp32 on the CPU).
+ */
+typedef struct cvf_mlp_backward_args {
+    /* inputs */
+    cvf_matrix grad_output;  /* (S, H) */
+    cvf_matrix hidden_state; /* (S, H) */
+    cvf_matrix fc1_weight;   /* (I, H) */
+    cvf_matrix fc2_weight;   /* (H, I) */
+    cvf_matrix fc1_output;   /* (S, I) */
+    cvf_matrix gelu_output;  /* (S, I) */
+    /* outputs */
+    cvf_matrix grad_hidden_state; /* (S, H) */
+    cvf_matrix grad_fc1_weight;   /* (I, H) */
+    cvf_vector grad_fc1_bias;     /* (I) */
+    cvf_matrix grad_fc2_weight;   /* (H, I) */
+    cvf_vector grad_fc2_bias;     /* (H) */
+} cvf_mlp_backward_args;
+
+/* Runs the MLP backward described above, following the plan cvf_mlp_backward_plan returns. */
+cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Plans: what runs, what is fused, what it saves                                              */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum cvf_kernel_kind {
+    CVF_KERNEL_FUSED_GEMM = 0, /* GEMM with a vector epilogue on its accumulator tile ("cube+vector") */
+    CVF_KERNEL_GEMM = 1,       /* plain GEMM, best path, no post-processing */
+    CVF_KERNEL_REDUCTION = 2   /* pure vector work (column sums) */
+} cvf_kernel_kind;
+
+typedef struct cvf_kernel_info {
+    const char *name;     /* "K1", "K2-1", "K2-2", "K2-3", "K3" */
+    const char *computes; /* the formula, in the seed's tensor names */
+    const char *fused;    /* what rides in the epilogue ("" when nothing) */
+    cvf_kernel_kind kind;
+    int64_t m, n, k;      /* GEMM shape; for a reduction (rows, cols, 0) */
+    uint64_t flops;       /* 2 m n k for a GEMM, rows * cols for a reduction */
+    uint64_t bytes;       /* minimum bytes read + written by this kernel */
+} cvf_kernel_info;
+
+#define CVF_PLAN_MAX_KERNELS 8
+
+typedef struct cvf_mlp_shape {
+    int64_t tokens;       /* S */
+    int64_t hidden;       /* H */
+    int64_t intermediate; /* I */
+    cvf_dtype dtype;      /* storage dtype of the tensors */
+} cvf_mlp_shape;
+
+typedef struct cvf_mlp_plan {
+    cvf_mlp_shape shape;
+    cvf_device device;
+    cvf_dtype workspace_dtype; /* dtype of the grad_fc1_output workspace */
+    int32_t kernel_count;
+    cvf_kernel_info kernels[CVF_PLAN_MAX_KERNELS];
+    uint64_t bytes_total;      /* sum of the kernels' bytes */
+    uint64_t bytes_saved;      /* versus the seed's unfused plan (materialised grad_gelu_output,
+                                  separate grad_fc1_bias pass, materialised transposes) */
+} cvf_mlp_plan;
+
+/* Fills *plan with the kernels ctx would run for an MLP backward of this shape. */
+cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);
+
+/* Writes a readable description of plan into buf (snprintf semantics: at most size bytes, always
+ * NUL-terminated when size > 0) and returns the length the whole text needs, without the NUL. */
+size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CVFUSE_H */
