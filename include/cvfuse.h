@@ -186,7 +186,8 @@ const char *cvf_activation_name(cvf_activation activation);
  *     aux_out[i, j] = x                    (when aux_out is set: the pre-activation, for training)
  *     y = activation(x)                    (DGELU_TANH: y = x * gelu_tanh'(aux_in[i, j]))
  *     C[i, j] = y                          (one rounding, to C's dtype)
- *     bias_grad[j] = sum over i of y       (when bias_grad is set; fp32 sums of the unrounded y)
+ *     bias_grad[j] = sum over i of y       (when bias_grad is set: sums of the unrounded y, in a
+ *                                           fixed order: bit-identical for any thread count)
  *
  * Unused members are NULL; a zero-initialised descriptor (or a NULL epilogue) is a plain GEMM.
  * bias and bias_grad have length C.cols; aux_in and aux_out have C's shape.
@@ -290,7 +291,14 @@ typedef struct cvf_kernel_info {
     uint64_t bytes;       /* minimum bytes read + written by this kernel */
 } cvf_kernel_info;
 
+/* One memory round trip the plan avoids, compared with the seed's unfused plan. */
+typedef struct cvf_plan_saving {
+    const char *what; /* e.g. "grad_gelu_output (S x I) never written or read back" */
+    uint64_t bytes;
+} cvf_plan_saving;
+
 #define CVF_PLAN_MAX_KERNELS 8
+#define CVF_PLAN_MAX_SAVINGS 4
 
 typedef struct cvf_mlp_shape {
     int64_t tokens;       /* S */
@@ -306,8 +314,11 @@ typedef struct cvf_mlp_plan {
     int32_t kernel_count;
     cvf_kernel_info kernels[CVF_PLAN_MAX_KERNELS];
     uint64_t bytes_total;      /* sum of the kernels' bytes */
-    uint64_t bytes_saved;      /* versus the seed's unfused plan (materialised grad_gelu_output,
-                                  separate grad_fc1_bias pass, materialised transposes) */
+    int32_t saving_count;
+    cvf_plan_saving savings[CVF_PLAN_MAX_SAVINGS];
+    uint64_t bytes_saved;      /* sum of the savings: versus the seed's unfused plan (materialised
+                                  grad_gelu_output, separate grad_fc1_bias pass, materialised
+                                  transposes) */
 } cvf_mlp_plan;
 
 /* Fills *plan with the kernels ctx would run for an MLP backward of this shape. */

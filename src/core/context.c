@@ -1,0 +1,82 @@
+/* Contexts: the device, its backend table and the worker threads. */
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+
+/* Upper bound on worker threads, far above any machine this runs on; guards absurd requests. */
+#define CVF_MAX_THREADS 1024
+
+/* Returns the number of CPUs this process may run on (affinity mask), at least 1. */
+static int32_t online_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int count = CPU_COUNT(&set);
+        if (count > 0)
+            return count;
+    }
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int32_t)n : 1;
+}
+
+/* Returns the backend table of a device, or NULL for an unknown device. */
+static const cvf_backend *backend_for(cvf_device device)
+{
+    switch (device) {
+    case CVF_DEVICE_CPU: return &cvf_cpu_backend;
+    case CVF_DEVICE_REFERENCE: return &cvf_reference_backend;
+    }
+    return NULL;
+}
+
+cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out)
+{
+    if (!out)
+        return CVF_STATUS_NULL_POINTER;
+    *out = NULL;
+    cvf_context_options defaults = {CVF_DEVICE_CPU, 0};
+    if (!options)
+        options = &defaults;
+    const cvf_backend *backend = backend_for(options->device);
+    if (!backend || options->threads < 0 || options->threads > CVF_MAX_THREADS)
+        return CVF_STATUS_INVALID_VALUE;
+
+    cvf_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return CVF_STATUS_OUT_OF_MEMORY;
+    ctx->device = options->device;
+    ctx->backend = backend;
+    ctx->threads = options->threads > 0 ? options->threads : online_cpus();
+    ctx->pool = cvf_threadpool_create(ctx->threads);
+    if (!ctx->pool) {
+        free(ctx);
+        return CVF_STATUS_OUT_OF_MEMORY;
+    }
+    *out = ctx;
+    return CVF_STATUS_SUCCESS;
+}
+
+void cvf_context_destroy(cvf_context *ctx)
+{
+    if (!ctx)
+        return;
+    cvf_threadpool_destroy(ctx->pool);
+    free(ctx);
+}
+
+const char *cvf_context_last_error(const cvf_context *ctx)
+{
+    return ctx ? ctx->message : "no context (ctx is NULL)";
+}
+
+cvf_device cvf_context_device(const cvf_context *ctx)
+{
+    return ctx->device;
+}
+
+int32_t cvf_context_threads(const cvf_context *ctx)
+{
+    return ctx->threads;
+}

@@ -1,0 +1,29 @@
+/*
+ * A small fixed thread pool: run(n, fn) calls fn(arg, task, thread) for task = 0 .. n-1, spread
+ * over the pool's threads (the calling thread is thread 0), and returns when all have finished.
+ * Idle workers sleep on a condition variable; nothing spins.
+ */
+#ifndef CVF_CORE_THREADPOOL_H
+#define CVF_CORE_THREADPOOL_H
+
+#include <stdint.h>
+
+typedef struct cvf_threadpool cvf_threadpool;
+
+/* A task: arg is shared by all tasks, task is in [0, n), thread in [0, pool size). */
+typedef void (*cvf_task_fn)(void *arg, int64_t task, int32_t thread);
+
+/* Creates a pool of threads threads in total (threads - 1 workers plus the caller); returns
+ * NULL when a thread or the memory could not be had. */
+cvf_threadpool *cvf_threadpool_create(int32_t threads);
+
+/* Stops and joins the workers. NULL is a no-op. */
+void cvf_threadpool_destroy(cvf_threadpool *pool);
+
+/* Returns the number of threads, the caller included. */
+int32_t cvf_threadpool_size(const cvf_threadpool *pool);
+
+/* Runs tasks 0 .. count-1 and waits for all of them. Not reentrant: call from one thread. */
+void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, void *arg);
+
+#endif /* CVF_CORE_THREADPOOL_H */

@@ -1,0 +1,18 @@
+/* The CPU backend table: fp32 accumulation on the context's thread pool. */
+#include "cpu/cpu.h"
+
+/* The CPU reads and writes f32, f16 and bf16, in any mix; f64 belongs to the reference device. */
+static bool cpu_supports_dtype(cvf_dtype dtype)
+{
+    return dtype == CVF_F32 || dtype == CVF_F16 || dtype == CVF_BF16;
+}
+
+const cvf_backend cvf_cpu_backend = {
+    .name = "cpu",
+    .accumulate_dtype = CVF_F32,
+    .supports_dtype = cpu_supports_dtype,
+    .matmul = cvf_cpu_matmul,
+    .column_sum = cvf_cpu_column_sum,
+    .mlp_forward = NULL,  /* the core's composition: two fused GEMMs */
+    .mlp_backward = NULL, /* the core's plan: K1 fused, K2-1..3, K3 */
+};
