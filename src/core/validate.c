@@ -56,24 +56,32 @@ static cvf_status view_span(cvf_context *ctx, const char *name, const void *data
     return CVF_STATUS_SUCCESS;
 }
 
+/* Greatest common divisor of two positive numbers. */
+static int64_t gcd(int64_t x, int64_t y)
+{
+    while (y != 0) {
+        int64_t r = x % y;
+        x = y;
+        y = r;
+    }
+    return x;
+}
+
 /*
- * True when a 2-D output layout maps distinct indices to distinct elements. Conservative: the
- * dimension with the smaller stride must step by at least one element, and the other must step
- * past a whole run of it (the layouts of dense, padded and transposed arrays).
+ * True when a 2-D layout maps distinct indices to distinct elements (exact). Two elements
+ * collide when di * stride0 = dj * stride1 for some |di| < count0, |dj| < count1, not both zero;
+ * the smallest such steps are di = stride1 / g, dj = stride0 / g with g = gcd(stride0, stride1).
  */
 static bool layout_is_one_to_one(int64_t count0, int64_t stride0, int64_t count1, int64_t stride1)
 {
-    if (count0 <= 1)
-        return count1 <= 1 || stride1 >= 1;
-    if (count1 <= 1)
-        return stride0 >= 1;
-    int64_t small_count = stride0 <= stride1 ? count0 : count1;
-    int64_t small_stride = stride0 <= stride1 ? stride0 : stride1;
-    int64_t big_stride = stride0 <= stride1 ? stride1 : stride0;
-    int64_t run;
-    if (small_stride < 1 || __builtin_mul_overflow(small_count, small_stride, &run))
+    if (count0 == 0 || count1 == 0)
+        return true; /* no elements, nothing to share */
+    if ((count0 > 1 && stride0 == 0) || (count1 > 1 && stride1 == 0))
         return false;
-    return big_stride >= run;
+    if (count0 == 1 || count1 == 1)
+        return true;
+    int64_t g = gcd(stride0, stride1);
+    return !(stride1 / g < count0 && stride0 / g < count1);
 }
 
 cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix *m, bool is_output,
@@ -100,8 +108,8 @@ cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix
         return status;
     if (is_output && !layout_is_one_to_one(m->rows, m->row_stride, m->cols, m->col_stride))
         return cvf_fail(ctx, CVF_STATUS_OVERLAPPING_OUTPUT,
-                        "%s: output strides (row %lld, col %lld) make elements of the (%lld x %lld) view share "
-                        "memory (expected e.g. row-major: row stride >= cols, col stride 1)",
+                        "%s: output strides (row %lld, col %lld) make two elements of the (%lld x %lld) view share "
+                        "memory (e.g. row-major needs row stride >= cols with col stride 1)",
                         name, (long long)m->row_stride, (long long)m->col_stride, (long long)m->rows,
                         (long long)m->cols);
     return CVF_STATUS_SUCCESS;

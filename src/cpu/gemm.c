@@ -116,19 +116,32 @@ static void accumulate_tile(const gemm_job *job, int64_t i0, int64_t mc, int64_t
     }
 }
 
+/*
+ * GELU in fp32 without cancellation. With u = k (x + c x^3) and s = sigmoid(2u):
+ *   0.5 (1 + tanh u) = s,   1 - tanh(u)^2 = 4 s (1 - s),   1 - s = sigmoid(-2u),
+ * so gelu(x) = x s and gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2): the same functions as the
+ * tanh form, but the tails (where 1 + tanh u cancels) keep full relative accuracy.
+ */
+static float gelu_u(float x)
+{
+    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
+    return k * (x + c * x * x * x);
+}
+
 /* gelu_tanh(x) in fp32. */
 static float gelu_f32(float x)
 {
-    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    return 0.5f * x * (1.0f + tanhf(k * (x + c * x * x * x)));
+    return x / (1.0f + expf(-2.0f * gelu_u(x)));
 }
 
 /* gelu_tanh'(x) in fp32. */
 static float gelu_derivative_f32(float x)
 {
     const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    float t = tanhf(k * (x + c * x * x * x));
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * c * x * x);
+    float u = gelu_u(x);
+    float s = 1.0f / (1.0f + expf(-2.0f * u));
+    float one_minus_s = 1.0f / (1.0f + expf(2.0f * u));
+    return s + 2.0f * x * s * one_minus_s * k * (1.0f + 3.0f * c * x * x);
 }
 
 /* Applies the activation to one row of the tile; aux holds the row of aux_in for DGELU. */
