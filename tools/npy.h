@@ -22,7 +22,10 @@ typedef struct npy_array {
     int ndim;          /* 1 or 2 */
     int64_t shape[NPY_MAX_DIMS];
     int fortran_order; /* 1 when the file stores the matrix column-major */
-    void *data;        /* malloc'd, nbytes long, aligned to 64 bytes; free with npy_array_free */
+    void *data;        /* malloc'd, nbytes long, aligned to 64 bytes; free with npy_array_free.
+                          Never NULL after a successful npy_load: an array with no elements gets
+                          a 64-byte block (nbytes 0). Bytes past nbytes up to a multiple of 64
+                          are allocated and zero. */
     size_t nbytes;
 } npy_array;
 
@@ -39,10 +42,12 @@ int npy_save(const char *path, cvf_dtype dtype, int ndim, const int64_t *shape, 
 void npy_array_free(npy_array *array);
 
 /* Returns the matrix view of a loaded 2-D array (Fortran order gives swapped strides), or of a
- * 1-D array as a (1 x n) row. */
+ * 1-D array as a (1 x n) row. A NULL or zeroed array gives an empty (0 x 0) view, data NULL. */
 cvf_matrix npy_array_matrix(const npy_array *array);
 
-/* Returns the vector view of a loaded 1-D array. */
+/* Returns the vector view of a loaded 1-D array (stride 1). For a 2-D array it covers all
+ * rows * cols elements in storage order (row-major, or column-major for Fortran order), stride 1.
+ * A NULL or zeroed array gives an empty view, data NULL. */
 cvf_vector npy_array_vector(const npy_array *array);
 
 #endif /* CVF_TOOLS_NPY_H */

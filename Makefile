@@ -1,0 +1,46 @@
+# Thin wrapper over CMake: the two commands of the README plus a few conveniences.
+#   make run            build, then run both seed workloads on the CPU, checked, and the plan
+#   make test           build, then run every test (ctest)
+#   make test-sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make bench          time the ops (median of repeated runs)
+BUILD ?= build
+SANITIZE_BUILD ?= build-sanitize
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE ?= cmake
+CTEST ?= ctest
+CLI = $(BUILD)/cvfuse
+
+.PHONY: all build run test test-sanitize bench format clean
+
+all: build
+
+$(BUILD)/CMakeCache.txt:
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+
+build: $(BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+run: build
+	$(CLI) matmul-relu --check
+	@echo
+	$(CLI) mlp-backward --check
+	@echo
+	$(CLI) explain
+
+test: build
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-sanitize:
+	$(CMAKE) -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCVF_SANITIZE=ON
+	$(CMAKE) --build $(SANITIZE_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		$(CTEST) --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS)
+
+bench: build
+	$(CLI) bench --op all
+
+format:
+	clang-format -i include/*.h src/*/*.[ch] src/cpu/kernels/*.[ch] tools/*.[ch] tests/*.[ch]
+
+clean:
+	rm -rf $(BUILD) $(SANITIZE_BUILD)
