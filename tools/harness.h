@@ -28,7 +28,8 @@ double cvft_rng_uniform(cvft_rng *rng, double lo, double hi);
 /* Reads element (i, j) of m as a double (exact for every dtype). */
 double cvft_matrix_get(const cvf_matrix *m, int64_t i, int64_t j);
 
-/* Writes value into element (i, j) of m, rounded to m's dtype (nearest even). */
+/* Writes value into element (i, j) of m, rounded to m's dtype (nearest even, one correct rounding
+ * of the double: 16-bit types go through binary32 rounded to odd, which cannot double-round). */
 void cvft_matrix_set(const cvf_matrix *m, int64_t i, int64_t j, double value);
 
 /* Reads element i of v as a double. */
@@ -41,8 +42,9 @@ void cvft_vector_set(const cvf_vector *v, int64_t i, double value);
 void cvft_matrix_fill_uniform(const cvf_matrix *m, cvft_rng *rng, double lo, double hi);
 void cvft_vector_fill_uniform(const cvf_vector *v, cvft_rng *rng, double lo, double hi);
 
-/* Returns a malloc'd dense row-major float64 copy of m, viewed as *out (dtype CVF_F64), or NULL
- * when out of memory. Free out->data with free(). */
+/* Makes a malloc'd dense row-major float64 copy of m, viewed as *out (dtype CVF_F64). Returns 0,
+ * or -1 when out of memory. Free out->data with free() (never NULL after success, even when
+ * empty). */
 int cvft_matrix_to_f64(const cvf_matrix *m, cvf_matrix *out);
 int cvft_vector_to_f64(const cvf_vector *v, cvf_vector *out);
 
@@ -53,7 +55,8 @@ int cvft_vector_alloc(cvf_dtype dtype, int64_t length, cvf_vector *out);
 
 /* Relative Frobenius error ||got - want|| / ||want|| over every element (want usually F64 from the
  * reference device). When ||want|| == 0 returns ||got - want||. NaN or Inf in got where want is
- * finite gives +Inf; NaN matching NaN (or equal infinities) counts as no error. */
+ * finite gives +Inf; NaN matching NaN (or equal infinities) counts as no error; any other
+ * non-finite mismatch (e.g. finite got where want is NaN) and a shape mismatch give +Inf. */
 double cvft_matrix_rel_error(const cvf_matrix *got, const cvf_matrix *want);
 double cvft_vector_rel_error(const cvf_vector *got, const cvf_vector *want);
 

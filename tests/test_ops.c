@@ -1,0 +1,1149 @@
+/*
+ * The table-driven operator test: every op x dtype x epilogue x shape x layout of the CPU device
+ * against the float64 reference device, with outputs poisoned before every call and checked for
+ * unwritten elements, writes outside the view, and the per-dtype relative Frobenius tolerance
+ * (f32 1e-5, f16 2e-3, bf16 1e-2: the contract, never loosened). Every case runs on CPU contexts
+ * of 1 and 2 threads; column sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be
+ * bit-identical across thread counts and repeated runs.
+ *
+ * Sections: self-test of the checking tools, known answers, the epilogue x dtype x layout cross
+ * product, a shape sweep over tail sizes, degenerate shapes (K = 0, M = 0, N = 0), large shapes,
+ * cvf_matmul_relu, cvf_column_sum, NaN/Inf propagation, GELU accuracy in its small-valued tails,
+ * the MLP forward and backward, and the MLP backward plan. Prints each section's checks and time,
+ * the worst error / tolerance ratio seen, and "test_ops: N passed, M failed".
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "support.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The contexts every case runs on. */
+typedef struct contexts {
+    cvf_context *reference;
+    cvf_context *cpu[3]; /* 1, 2 and 3 worker threads */
+} contexts;
+
+/* Thread counts of the CPU contexts. */
+static const int32_t cpu_threads[3] = {1, 2, 3};
+
+/* CPU contexts every case uses; the large cases also run on the third. */
+#define CPU_DEFAULT_VARIANTS 2
+#define CPU_ALL_VARIANTS 3
+
+/* ---- dtype combinations, epilogues, layouts ------------------------------------------------ */
+
+/* The dtypes of one matmul case. */
+typedef struct dtype_combo {
+    cvf_dtype a, b, c, epilogue_in, epilogue_out;
+} dtype_combo;
+
+static const dtype_combo combos[] = {
+    {CVF_F32, CVF_F32, CVF_F32, CVF_F32, CVF_F32},
+    {CVF_F16, CVF_F16, CVF_F16, CVF_F16, CVF_F16},
+    {CVF_BF16, CVF_BF16, CVF_BF16, CVF_BF16, CVF_BF16},
+    {CVF_F16, CVF_F16, CVF_F32, CVF_F16, CVF_F32},   /* f16 inputs, f32 outputs */
+    {CVF_F32, CVF_F16, CVF_F16, CVF_BF16, CVF_F32},  /* f32 A with f16 B, f16 C */
+    {CVF_BF16, CVF_F32, CVF_BF16, CVF_F32, CVF_F16}, /* bf16 A with f32 B, bf16 C, f16 grads */
+};
+#define HOMOGENEOUS_COMBOS 3
+
+/* Epilogue index bits: activation in bits 0-1, then bias, aux_out, bias_grad. */
+#define EPILOGUE_COUNT 32
+
+/* The layouts every epilogue and dtype combination runs with. */
+static const unsigned layouts[] = {
+    0,
+    SUPPORT_A_TRANSPOSED,
+    SUPPORT_B_TRANSPOSED,
+    SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED,
+    SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED,
+    SUPPORT_C_COLUMN_MAJOR,
+    SUPPORT_INPUTS_PADDED | SUPPORT_B_TRANSPOSED | SUPPORT_C_PADDED,
+    SUPPORT_A_TRANSPOSED | SUPPORT_INPUTS_PADDED | SUPPORT_C_COLUMN_MAJOR | SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED,
+};
+
+/* Returns the range of A that gives pre-activations of standard deviation about 2 for a K-long
+ * dot product with B uniform in [-1, 1): GELU cases then see values of both signs up to ~4
+ * and beyond. */
+static double gelu_a_range(int64_t k)
+{
+    if (k <= 0)
+        return 1.0;
+    double range = 6.0 / sqrt((double)k);
+    return range > 4.0 ? 4.0 : range;
+}
+
+/* Builds a matmul case from a dtype combination, an epilogue index and layout flags. */
+static support_matmul_case make_case(int64_t m, int64_t n, int64_t k, const dtype_combo *d, int epilogue,
+                                     unsigned layout, uint64_t seed)
+{
+    support_matmul_case c;
+    memset(&c, 0, sizeof c);
+    c.op = SUPPORT_OP_MATMUL;
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.a_dtype = d->a;
+    c.b_dtype = d->b;
+    c.c_dtype = d->c;
+    c.epilogue_in_dtype = d->epilogue_in;
+    c.epilogue_out_dtype = d->epilogue_out;
+    c.activation = (cvf_activation)(epilogue & 3);
+    c.bias = (epilogue >> 2) & 1;
+    c.aux_out = (epilogue >> 3) & 1;
+    c.bias_grad = (epilogue >> 4) & 1;
+    c.layout = layout;
+    if (c.activation == CVF_ACTIVATION_GELU_TANH || c.activation == CVF_ACTIVATION_DGELU_TANH) {
+        c.a_range = gelu_a_range(k);
+        c.bias_range = 2.0;
+    }
+    c.seed = seed;
+    return c;
+}
+
+/* ---- running matmul cases ------------------------------------------------------------------ */
+
+/* Runs a set-up fixture on one context and checks it; when the case has bias_grad, also checks
+ * that bias_grad is bit-identical to the first run's (saved when first is set). */
+static bool run_and_check(support_matmul_fixture *f, cvf_context *ctx, const char *run_label, bool first)
+{
+    cvf_status status = support_matmul_run(f, ctx);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s [%s]: returned %s: %s", f->label, run_label, cvf_status_string(status),
+               cvf_context_last_error(ctx)))
+        return false;
+    bool ok = support_matmul_check(f, run_label);
+    if (f->spec.bias_grad) {
+        if (first)
+            ok &= CHECK(support_buffer_save(&f->bias_grad.buffer) == 0, "out of memory");
+        else
+            ok &= CHECK(support_buffer_unchanged(&f->bias_grad.buffer),
+                        "%s [%s]: bias_grad differs in its bits from the run with 1 thread (must be deterministic)",
+                        f->label, run_label);
+    }
+    return ok;
+}
+
+/* Runs case c on the first variants CPU contexts (and once more on the last, for run-to-run
+ * determinism when the case has bias_grad). Returns whether every check passed. */
+static bool run_matmul_case(const contexts *cx, const support_matmul_case *c, int variants)
+{
+    support_matmul_fixture *f = malloc(sizeof *f);
+    if (!CHECK(f != NULL, "out of memory"))
+        return false;
+    cvf_status status = support_matmul_setup(f, c, cx->reference);
+    bool ok = CHECK(status == CVF_STATUS_SUCCESS, "%s: reference device returned %s: %s", f->label,
+                    cvf_status_string(status), cvf_context_last_error(cx->reference));
+    if (ok) {
+        char run_label[64];
+        for (int t = 0; t < variants; t++) {
+            snprintf(run_label, sizeof run_label, "cpu threads=%d", (int)cpu_threads[t]);
+            ok &= run_and_check(f, cx->cpu[t], run_label, t == 0);
+        }
+        if (c->bias_grad) {
+            snprintf(run_label, sizeof run_label, "cpu threads=%d, repeated", (int)cpu_threads[variants - 1]);
+            ok &= run_and_check(f, cx->cpu[variants - 1], run_label, false);
+        }
+        support_matmul_teardown(f);
+    }
+    free(f);
+    return ok;
+}
+
+/* ---- self-test of the checking tools ------------------------------------------------------- */
+
+/* The checks must be able to fail: poison detection, out-of-view writes, and the error measure's
+ * handling of NaN and Inf. */
+static void test_checking_tools(void)
+{
+    support_matrix m;
+    support_layout padded = {false, 3, 1};
+    CHECK(support_matrix_create(&m, CVF_F16, 4, 5, padded) == 0, "support_matrix_create");
+    CHECK(support_count_poisoned_in_view(&m) == 20, "a new matrix is all poison");
+    cvft_matrix_set(&m.view, 1, 2, 0.5);
+    CHECK(support_count_poisoned_in_view(&m) == 19, "one written element is seen as written");
+    CHECK(support_outside_view_intact(&m), "writing inside the view keeps the outside intact");
+    ((uint16_t *)m.view.data)[5] = 0; /* row 0's padding (cols 5..7) */
+    CHECK(!support_outside_view_intact(&m), "a write into a row gap is detected");
+    support_buffer_poison(&m.buffer);
+    m.buffer.bytes[m.buffer.size - 1] ^= 1; /* the last byte of the trailing guard */
+    CHECK(!support_outside_view_intact(&m), "a write into the guard is detected");
+    support_matrix_destroy(&m);
+
+    support_layout column_major = {true, 2, 0};
+    CHECK(support_matrix_create(&m, CVF_F32, 3, 4, column_major) == 0, "column-major matrix");
+    CHECK(m.view.row_stride == 1 && m.view.col_stride == 5, "column-major strides: got %lld/%lld",
+          (long long)m.view.row_stride, (long long)m.view.col_stride);
+    support_matrix_destroy(&m);
+
+    double values[4] = {1.0, NAN, INFINITY, 2.0}, same[4] = {1.0, NAN, INFINITY, 2.0};
+    cvf_vector want = cvf_vector_dense(values, CVF_F64, 4), got = cvf_vector_dense(same, CVF_F64, 4);
+    CHECK(cvft_vector_rel_error(&got, &want) == 0.0, "NaN matching NaN and equal infinities count as no error");
+    same[1] = 0.0;
+    CHECK(isinf(cvft_vector_rel_error(&got, &want)), "a finite value where NaN is expected is an infinite error");
+    same[1] = NAN;
+    same[2] = -INFINITY;
+    CHECK(isinf(cvft_vector_rel_error(&got, &want)), "opposite infinities are an infinite error");
+    same[2] = INFINITY;
+    same[3] = NAN;
+    CHECK(isinf(cvft_vector_rel_error(&got, &want)), "NaN where a finite value is expected is an infinite error");
+    same[3] = 2.0 * (1.0 + 1e-3);
+    double err = cvft_vector_rel_error(&got, &want);
+    CHECK(fabs(err - 2e-3 / sqrt(5.0)) < 1e-12, "relative Frobenius error: got %.17g", err);
+}
+
+/* ---- known answers ------------------------------------------------------------------------- */
+
+/* Runs C = epilogue(A @ B) on ctx over small dense f32 arrays. */
+static cvf_status small_matmul(cvf_context *ctx, float *a, float *b, float *c, int64_t m, int64_t n, int64_t k,
+                               const cvf_epilogue *ep)
+{
+    cvf_matrix ma = cvf_matrix_row_major(a, CVF_F32, m, k);
+    cvf_matrix mb = cvf_matrix_row_major(b, CVF_F32, k, n);
+    cvf_matrix mc = cvf_matrix_row_major(c, CVF_F32, m, n);
+    return cvf_matmul(ctx, &ma, &mb, &mc, ep);
+}
+
+/* Checks got against an expected value, relative to its magnitude. */
+static void expect_near(const char *what, const char *device, double got, double want, double rel)
+{
+    CHECK(fabs(got - want) <= rel * fabs(want) || got == want, "%s on %s: got %.9g, expected %.9g", what, device, got,
+          want);
+}
+
+/* Hand-computed answers on both devices: integer GEMM with bias, ReLU, aux_out and bias_grad;
+ * GELU and its derivative at known points; K = 0. */
+static void test_known_answers(const contexts *cx)
+{
+    cvf_context *devices[2] = {cx->reference, cx->cpu[1]};
+    for (int d = 0; d < 2; d++) {
+        const char *name = cvf_device_name(cvf_context_device(devices[d]));
+        float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, c[4], aux[4], bias[2] = {-20, 0}, grad[2];
+        cvf_vector vb = cvf_vector_dense(bias, CVF_F32, 2), vg = cvf_vector_dense(grad, CVF_F32, 2);
+        cvf_matrix mx = cvf_matrix_row_major(aux, CVF_F32, 2, 2);
+        cvf_epilogue ep = {CVF_ACTIVATION_RELU, &vb, NULL, &mx, &vg};
+        CHECK(small_matmul(devices[d], a, b, c, 2, 2, 2, &ep) == CVF_STATUS_SUCCESS, "2x2 relu on %s", name);
+        const float want_c[4] = {0, 22, 23, 50}, want_aux[4] = {-1, 22, 23, 50}, want_grad[2] = {23, 72};
+        CHECK(memcmp(c, want_c, sizeof c) == 0,
+              "relu([[1,2],[3,4]] @ [[5,6],[7,8]] + [-20,0]) on %s: got [[%g,%g],[%g,%g]]", name, (double)c[0],
+              (double)c[1], (double)c[2], (double)c[3]);
+        CHECK(memcmp(aux, want_aux, sizeof aux) == 0, "aux_out on %s: got [[%g,%g],[%g,%g]]", name, (double)aux[0],
+              (double)aux[1], (double)aux[2], (double)aux[3]);
+        CHECK(memcmp(grad, want_grad, sizeof grad) == 0, "bias_grad on %s: got [%g,%g]", name, (double)grad[0],
+              (double)grad[1]);
+
+        float one = 1.0f, minus_two = -2.0f, two = 2.0f, one_and_half = 1.5f, y = 0.0f;
+        cvf_epilogue gelu = {CVF_ACTIVATION_GELU_TANH, NULL, NULL, NULL, NULL};
+        small_matmul(devices[d], &one, &one, &y, 1, 1, 1, &gelu);
+        expect_near("gelu_tanh(1)", name, y, 0.8411919906082768, 1e-6);
+        small_matmul(devices[d], &minus_two, &one, &y, 1, 1, 1, &gelu);
+        expect_near("gelu_tanh(-2)", name, y, -0.04540230591222494, 1e-5);
+        float aux_in = 1.0f;
+        cvf_matrix mi = cvf_matrix_row_major(&aux_in, CVF_F32, 1, 1);
+        cvf_epilogue dgelu = {CVF_ACTIVATION_DGELU_TANH, NULL, &mi, NULL, NULL};
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu);
+        expect_near("3 * gelu_tanh'(1)", name, y, 3.0 * 1.0829640838457826, 1e-6);
+        aux_in = -0.5f;
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu);
+        expect_near("3 * gelu_tanh'(-0.5)", name, y, 3.0 * 0.13263009646535764, 1e-6);
+
+        float k0_bias[3] = {-1.0f, 2.0f, -0.0f}, k0_c[9], k0_grad[3];
+        cvf_vector kb = cvf_vector_dense(k0_bias, CVF_F32, 3), kg = cvf_vector_dense(k0_grad, CVF_F32, 3);
+        cvf_epilogue k0 = {CVF_ACTIVATION_RELU, &kb, NULL, NULL, &kg};
+        CHECK(small_matmul(devices[d], NULL, NULL, k0_c, 3, 3, 0, &k0) == CVF_STATUS_SUCCESS, "K=0 on %s", name);
+        bool rows_ok = true;
+        for (int i = 0; i < 9; i++)
+            rows_ok &= k0_c[i] == (i % 3 == 1 ? 2.0f : 0.0f);
+        CHECK(rows_ok, "relu(0 + [-1, 2, -0]) with K=0 on %s: got row 0 = [%g, %g, %g]", name, (double)k0_c[0],
+              (double)k0_c[1], (double)k0_c[2]);
+        CHECK(k0_grad[0] == 0.0f && k0_grad[1] == 6.0f && k0_grad[2] == 0.0f,
+              "bias_grad of K=0 relu on %s: got [%g, %g, %g], expected [0, 6, 0]", name, (double)k0_grad[0],
+              (double)k0_grad[1], (double)k0_grad[2]);
+    }
+}
+
+/* ---- matmul sections ----------------------------------------------------------------------- */
+
+/* Every epilogue x dtype combination x layout at one shape with tails in every dimension. */
+static void test_epilogue_cross_product(const contexts *cx)
+{
+    uint64_t seed = 1000;
+    for (size_t d = 0; d < ARRAY_SIZE(combos); d++)
+        for (int e = 0; e < EPILOGUE_COUNT; e++)
+            for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
+                support_matmul_case c = make_case(19, 37, 45, &combos[d], e, layouts[l], seed++);
+                run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
+            }
+}
+
+/* Sizes around the CPU backend's tiles (multiples of 8/16/64): primes, powers of two, +-1. */
+static const int64_t sweep_sizes[] = {1, 2, 3, 7, 17, 31, 63, 64, 65, 127, 128, 129, 255, 257};
+#define SWEEP_COUNT ((int)ARRAY_SIZE(sweep_sizes))
+
+/* Every (M, N) pair of the sweep sizes, K rotating through them too; dtypes, epilogues and
+ * layouts rotate with co-prime periods so that each meets many shapes. */
+static void test_shape_sweep(const contexts *cx)
+{
+    uint64_t seed = 5000;
+    for (int i = 0; i < SWEEP_COUNT; i++)
+        for (int j = 0; j < SWEEP_COUNT; j++) {
+            int index = i * SWEEP_COUNT + j;
+            int64_t k = sweep_sizes[(3 * i + 5 * j + 1) % SWEEP_COUNT];
+            if (sweep_sizes[i] * sweep_sizes[j] * k > 128 * 128 * 129) /* keep the sanitizer run short */
+                k = sweep_sizes[(i + j) % 6];
+            const dtype_combo *d = &combos[index % ARRAY_SIZE(combos)];
+            int epilogue = (index * 7 + 3) % EPILOGUE_COUNT;
+            unsigned layout = layouts[(index * 3 + index / 8) % ARRAY_SIZE(layouts)];
+            support_matmul_case c = make_case(sweep_sizes[i], sweep_sizes[j], k, d, epilogue, layout, seed++);
+            run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
+        }
+}
+
+/* K = 0 (zero product, the epilogue still applies: relu(bias), gelu(bias), bias sums), M = 0
+ * (empty result; bias_grad must be written as zeros), N = 0, and all of them at once, for every
+ * epilogue and the three homogeneous dtypes. */
+static void test_degenerate_shapes(const contexts *cx)
+{
+    static const int64_t shapes[][3] = {{5, 9, 0}, {0, 9, 7}, {6, 0, 7}, {0, 0, 0}, {0, 9, 0}, {1, 1, 0}};
+    uint64_t seed = 9000;
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (int d = 0; d < HOMOGENEOUS_COMBOS; d++)
+            for (int e = 0; e < EPILOGUE_COUNT; e++) {
+                unsigned layout = layouts[(size_t)(e + d) % ARRAY_SIZE(layouts)];
+                support_matmul_case c =
+                    make_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], e, layout, seed++);
+                run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
+            }
+}
+
+/* An M = 0 product with NULL data pointers (allowed for empty views): bias_grad is still zeros. */
+static void test_empty_with_null_data(const contexts *cx)
+{
+    float grad[4] = {7, 7, 7, 7};
+    cvf_matrix a = cvf_matrix_row_major(NULL, CVF_F32, 0, 3);
+    float b[12] = {0};
+    cvf_matrix mb = cvf_matrix_row_major(b, CVF_F32, 3, 4);
+    cvf_matrix c = cvf_matrix_row_major(NULL, CVF_F32, 0, 4);
+    cvf_vector g = cvf_vector_dense(grad, CVF_F32, 4);
+    cvf_epilogue ep = {CVF_ACTIVATION_RELU, NULL, NULL, NULL, &g};
+    for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++) {
+        cvf_status status = cvf_matmul(cx->cpu[t], &a, &mb, &c, &ep);
+        CHECK(status == CVF_STATUS_SUCCESS, "M=0 with NULL data, threads=%d: %s: %s", (int)cpu_threads[t],
+              cvf_status_string(status), cvf_context_last_error(cx->cpu[t]));
+        CHECK(grad[0] == 0 && grad[1] == 0 && grad[2] == 0 && grad[3] == 0,
+              "M=0 with NULL data, threads=%d: bias_grad = [%g, %g, %g, %g], expected zeros", (int)cpu_threads[t],
+              (double)grad[0], (double)grad[1], (double)grad[2], (double)grad[3]);
+        grad[0] = grad[1] = grad[2] = grad[3] = 7;
+    }
+}
+
+/* A few large shapes: several threads, several cache blocks, long K. */
+static void test_large_shapes(const contexts *cx)
+{
+    static const struct {
+        int64_t m, n, k;
+        int combo, epilogue;
+        unsigned layout;
+    } cases[] = {
+        {300, 200, 500, 1, 2 | 4 | 8 | 16, 0},                                       /* f16 gelu, all extras */
+        {300, 200, 500, 0, 0, SUPPORT_A_TRANSPOSED},                                 /* f32 plain */
+        {257, 255, 300, 2, 1 | 16, SUPPORT_B_TRANSPOSED | SUPPORT_C_COLUMN_MAJOR},   /* bf16 relu, grads */
+        {130, 1, 1000, 3, 3 | 4 | 16, SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED},   /* N = 1, dgelu */
+        {1, 300, 700, 4, 1 | 4, SUPPORT_INPUTS_PADDED},                              /* M = 1 */
+        {200, 129, 257, 5, 2 | 4 | 16, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED}, /* mixed, gelu */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        support_matmul_case c = make_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
+                                          cases[i].epilogue, cases[i].layout, 20000 + i);
+        run_matmul_case(cx, &c, CPU_ALL_VARIANTS);
+    }
+    /* once more through the one-shot helper on a default context (NULL options: every core) */
+    cvf_context *all_cores = NULL;
+    if (CHECK(cvf_context_create(NULL, &all_cores) == CVF_STATUS_SUCCESS, "default CPU context")) {
+        support_matmul_case c = make_case(250, 130, 300, &combos[1], 2 | 4 | 8 | 16, SUPPORT_C_PADDED, 20100);
+        CHECK(cvf_context_device(all_cores) == CVF_DEVICE_CPU, "a NULL-options context is not on the CPU");
+        support_matmul_compare(&c, all_cores, cx->reference);
+    }
+    cvf_context_destroy(all_cores);
+}
+
+/* cvf_matmul_relu (the seed's fp16 workload, and the other dtypes) over tail shapes and layouts. */
+static void test_matmul_relu(const contexts *cx)
+{
+    static const int64_t shapes[][3] = {{1, 1, 1},    {7, 17, 31},  {64, 64, 64}, {65, 63, 129},
+                                        {127, 31, 2}, {33, 257, 3}, {3, 5, 0},    {100, 70, 90}};
+    uint64_t seed = 30000;
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
+            int d = (l % 4 == 3) ? (int)(s % HOMOGENEOUS_COMBOS) : 1; /* mostly f16 */
+            support_matmul_case c = make_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], CVF_ACTIVATION_RELU,
+                                              layouts[l], seed++);
+            c.op = SUPPORT_OP_MATMUL_RELU;
+            run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
+        }
+}
+
+/* ---- column sums --------------------------------------------------------------------------- */
+
+/* A cvf_column_sum case. */
+typedef struct column_sum_case {
+    int64_t rows, cols;
+    cvf_dtype in, out;
+    support_layout layout;
+    int64_t out_stride;
+    uint64_t seed;
+} column_sum_case;
+
+/* Writes a description of a column-sum case into buf. */
+static void describe_column_sum(const column_sum_case *c, char *buf, size_t size)
+{
+    snprintf(buf, size, "column_sum rows=%lld cols=%lld x=%s%s pad=%lld shift=%lld out=%s stride=%lld seed=%llu",
+             (long long)c->rows, (long long)c->cols, cvf_dtype_name(c->in), c->layout.column_major ? " col-major" : "",
+             (long long)c->layout.pad, (long long)c->layout.shift, cvf_dtype_name(c->out), (long long)c->out_stride,
+             (unsigned long long)c->seed);
+}
+
+/* Runs one column-sum case on the CPU contexts against the reference; the sums must be
+ * bit-identical across thread counts and a repeated run. */
+static void run_column_sum_case(const contexts *cx, const column_sum_case *c)
+{
+    char label[256];
+    describe_column_sum(c, label, sizeof label);
+    support_matrix x;
+    support_vector out;
+    cvf_matrix x64 = {0};
+    cvf_vector want = {0};
+    int rc = support_matrix_create(&x, c->in, c->rows, c->cols, c->layout);
+    rc |= support_vector_create(&out, c->out, c->cols, c->out_stride, c->out_stride > 1);
+    cvft_rng rng = cvft_rng_make(c->seed);
+    if (rc == 0) {
+        support_matrix_fill(&x, &rng, -1.0, 1.0);
+        rc = cvft_matrix_to_f64(&x.view, &x64) | cvft_vector_alloc(CVF_F64, c->cols, &want) |
+             support_buffer_save(&x.buffer);
+    }
+    if (CHECK(rc == 0, "%s: out of memory", label)) {
+        cvf_status status = cvf_column_sum(cx->reference, &x64, &want);
+        CHECK(status == CVF_STATUS_SUCCESS, "%s: reference returned %s", label, cvf_status_string(status));
+        for (int t = 0; t <= CPU_DEFAULT_VARIANTS; t++) { /* the last pass repeats threads=2 */
+            int variant = t < CPU_DEFAULT_VARIANTS ? t : CPU_DEFAULT_VARIANTS - 1;
+            char run[300];
+            snprintf(run, sizeof run, "%s [cpu threads=%d%s]", label, (int)cpu_threads[variant],
+                     t == CPU_DEFAULT_VARIANTS ? ", repeated" : "");
+            support_buffer_poison(&out.buffer);
+            status = cvf_column_sum(cx->cpu[variant], &x.view, &out.view);
+            if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
+                       cvf_context_last_error(cx->cpu[variant])))
+                continue;
+            support_check_vector_output(run, "out", &out, &want);
+            CHECK(support_buffer_unchanged(&x.buffer), "%s: input x was modified", run);
+            if (t == 0)
+                support_buffer_save(&out.buffer);
+            else
+                CHECK(support_buffer_unchanged(&out.buffer), "%s: sums differ in their bits from threads=1", run);
+        }
+    }
+    free(x64.data);
+    free(want.data);
+    support_matrix_destroy(&x);
+    support_vector_destroy(&out);
+}
+
+/* cvf_column_sum over dtypes, shapes (rows 0 included) and layouts. */
+static void test_column_sum(const contexts *cx)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {7, 3}, {64, 65}, {257, 31}, {0, 5}, {5, 0}, {300, 129}, {2, 257}};
+    static const cvf_dtype outs[] = {CVF_F32, CVF_F16, CVF_BF16};
+    uint64_t seed = 40000;
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (int d = 0; d < HOMOGENEOUS_COMBOS; d++)
+            for (int l = 0; l < 3; l++) {
+                support_layout layout = {l == 1, l == 2 ? 3 : 0, l == 2 ? 1 : 0};
+                column_sum_case c = {.rows = shapes[s][0],
+                                     .cols = shapes[s][1],
+                                     .in = combos[d].a,
+                                     .out = outs[(s + (size_t)d + (size_t)l) % 3],
+                                     .layout = layout,
+                                     .out_stride = l == 0 ? 1 : l + 1,
+                                     .seed = seed++};
+                run_column_sum_case(cx, &c);
+            }
+}
+
+/* ---- NaN and Inf --------------------------------------------------------------------------- */
+
+/* Sets up a case, lets inject modify its inputs, computes the reference and checks the CPU runs.
+ * Returns the fixture (caller tears it down and frees it) or NULL. */
+static support_matmul_fixture *special_case(const contexts *cx, const support_matmul_case *c,
+                                            void (*inject)(support_matmul_fixture *))
+{
+    support_matmul_fixture *f = malloc(sizeof *f);
+    if (!CHECK(f != NULL && support_matmul_create(f, c) == CVF_STATUS_SUCCESS, "out of memory")) {
+        free(f);
+        return NULL;
+    }
+    inject(f);
+    cvf_status status = support_matmul_reference(f, cx->reference);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: reference returned %s", f->label, cvf_status_string(status))) {
+        support_matmul_teardown(f);
+        free(f);
+        return NULL;
+    }
+    return f;
+}
+
+/* Puts a NaN into A[2][3]. */
+static void inject_nan_in_a(support_matmul_fixture *f)
+{
+    cvft_matrix_set(&f->a.view, 2, 3, NAN);
+}
+
+/* Puts a NaN into B[4][5]. */
+static void inject_nan_in_b(support_matmul_fixture *f)
+{
+    cvft_matrix_set(&f->b.view, 4, 5, NAN);
+}
+
+/* Puts a NaN into bias[6]. */
+static void inject_nan_in_bias(support_matmul_fixture *f)
+{
+    cvft_vector_set(&f->bias.view, 6, NAN);
+}
+
+/* Puts +Inf into A[1][0] and -Inf into A[3][2]. */
+static void inject_inf_in_a(support_matmul_fixture *f)
+{
+    cvft_matrix_set(&f->a.view, 1, 0, INFINITY);
+    cvft_matrix_set(&f->a.view, 3, 2, -INFINITY);
+}
+
+/* Counts the NaN elements of row i (or, when column is set, of column i) of m. */
+static int64_t count_nan_line(const cvf_matrix *m, int64_t i, bool column)
+{
+    int64_t count = 0, length = column ? m->rows : m->cols;
+    for (int64_t j = 0; j < length; j++)
+        count += isnan(column ? cvft_matrix_get(m, j, i) : cvft_matrix_get(m, i, j)) ? 1 : 0;
+    return count;
+}
+
+/* Counts the NaN elements of m. */
+static int64_t count_nan(const cvf_matrix *m)
+{
+    int64_t count = 0;
+    for (int64_t i = 0; i < m->rows; i++)
+        count += count_nan_line(m, i, false);
+    return count;
+}
+
+/* Runs a NaN case on each CPU context and checks that exactly the expected line (row or column
+ * line of C) is NaN, plus the usual comparison with the reference (NaN matches NaN). */
+static void run_nan_case(const contexts *cx, const support_matmul_case *c, void (*inject)(support_matmul_fixture *),
+                         int64_t line, bool column)
+{
+    support_matmul_fixture *f = special_case(cx, c, inject);
+    if (!f)
+        return;
+    int64_t line_length = column ? c->m : c->n;
+    for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++) {
+        char run[64];
+        snprintf(run, sizeof run, "cpu threads=%d", (int)cpu_threads[t]);
+        if (!run_and_check(f, cx->cpu[t], run, t == 0))
+            continue;
+        int64_t in_line = count_nan_line(&f->c.view, line, column), total = count_nan(&f->c.view);
+        CHECK(in_line == line_length && total == line_length,
+              "%s [%s]: expected NaN in all %lld elements of %s %lld and nowhere else; got %lld there, %lld in all",
+              f->label, run, (long long)line_length, column ? "column" : "row", (long long)line, (long long)in_line,
+              (long long)total);
+        if (c->bias_grad)
+            CHECK(column == (isnan(cvft_vector_get(&f->bias_grad.view, line)) != 0),
+                  "%s [%s]: bias_grad[%lld] NaN-ness", f->label, run, (long long)line);
+    }
+    support_matmul_teardown(f);
+    free(f);
+}
+
+/* NaN propagates (ReLU(NaN) = NaN, as PyTorch) through the product, the bias and the GELU
+ * epilogues; infinities give the reference's infinities and NaNs and do not crash. */
+static void test_nan_inf(const contexts *cx)
+{
+    for (int d = 0; d < HOMOGENEOUS_COMBOS; d++) {
+        support_matmul_case c = make_case(6, 70, 9, &combos[d], CVF_ACTIVATION_RELU, 0, 50000 + (uint64_t)d);
+        c.op = SUPPORT_OP_MATMUL_RELU;
+        run_nan_case(cx, &c, inject_nan_in_a, 2, false);
+        c.op = SUPPORT_OP_MATMUL;
+        c.layout = SUPPORT_A_TRANSPOSED | SUPPORT_C_COLUMN_MAJOR;
+        run_nan_case(cx, &c, inject_nan_in_a, 2, false);
+
+        support_matmul_case g = make_case(33, 9, 17, &combos[d], 2 | 4 | 16, SUPPORT_B_TRANSPOSED, 50100 + (uint64_t)d);
+        run_nan_case(cx, &g, inject_nan_in_b, 5, true);
+        support_matmul_case r = make_case(20, 11, 5, &combos[d], 1 | 4 | 8 | 16, 0, 50200 + (uint64_t)d);
+        run_nan_case(cx, &r, inject_nan_in_bias, 6, true);
+        support_matmul_case z = make_case(20, 11, 0, &combos[d], 1 | 4 | 16, 0, 50300 + (uint64_t)d);
+        run_nan_case(cx, &z, inject_nan_in_bias, 6, true); /* K = 0: relu(NaN bias) */
+
+        /* infinities: with ReLU compared against the reference; with GELU only "no crash" */
+        support_matmul_case inf = make_case(5, 67, 4, &combos[d], 1, 0, 50400 + (uint64_t)d);
+        support_matmul_fixture *f = special_case(cx, &inf, inject_inf_in_a);
+        if (f) {
+            for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++)
+                run_and_check(f, cx->cpu[t], t ? "cpu threads=2" : "cpu threads=1", t == 0);
+            f->spec.activation = CVF_ACTIVATION_GELU_TANH;
+            cvf_status status = support_matmul_run(f, cx->cpu[1]);
+            CHECK(status == CVF_STATUS_SUCCESS, "%s with gelu_tanh and infinities: %s", f->label,
+                  cvf_status_string(status));
+            CHECK(support_count_poisoned_in_view(&f->c) == 0 && support_outside_view_intact(&f->c),
+                  "%s with gelu_tanh and infinities: C not fully written or written outside", f->label);
+            support_matmul_teardown(f);
+            free(f);
+        }
+    }
+}
+
+/* ---- GELU tails ---------------------------------------------------------------------------- */
+
+/* Sets A[i][0] = -3 - i/4 and B[0][j] = 1 + j/80: pre-activations from -3 down to about -5.3,
+ * where gelu_tanh(x) = 0.5 x (1 + tanh(u)) is tiny and 1 + tanh(u) cancels in fp32. */
+static void inject_gelu_tail(support_matmul_fixture *f)
+{
+    for (int64_t i = 0; i < f->a.view.rows; i++)
+        cvft_matrix_set(&f->a.view, i, 0, -3.0 - (double)i / 4.0);
+    for (int64_t j = 0; j < f->b.view.cols; j++)
+        cvft_matrix_set(&f->b.view, 0, j, 1.0 + (double)j / 80.0);
+}
+
+/* Sets aux_in to values spread over [-5, -3): gelu_tanh'(x) is small there and its fp32
+ * evaluation through 1 + tanh(u) cancels. */
+static void inject_dgelu_tail(support_matmul_fixture *f)
+{
+    const cvf_matrix *aux = &f->aux_in.view;
+    for (int64_t i = 0; i < aux->rows; i++)
+        for (int64_t j = 0; j < aux->cols; j++)
+            cvft_matrix_set(aux, i, j, -3.0 - 2.0 * (double)(i * aux->cols + j) / (double)(aux->rows * aux->cols));
+}
+
+/* Runs a case whose inputs inject prepares on the default CPU contexts with the usual checks. */
+static void run_injected_case(const contexts *cx, const support_matmul_case *c,
+                              void (*inject)(support_matmul_fixture *))
+{
+    support_matmul_fixture *f = special_case(cx, c, inject);
+    if (!f)
+        return;
+    for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++)
+        run_and_check(f, cx->cpu[t], t ? "cpu threads=2" : "cpu threads=1", t == 0);
+    support_matmul_teardown(f);
+    free(f);
+}
+
+/* GELU and its derivative where the values are small but not negligible (x in [-5.3, -3]): the
+ * f32 tolerance is relative, so the epilogue must evaluate 1 + tanh(u) without cancellation
+ * (e.g. as 2 / (1 + exp(-2u))), not only where the values are large. */
+static void test_gelu_tails(const contexts *cx)
+{
+    for (int d = 0; d < HOMOGENEOUS_COMBOS; d++) {
+        support_matmul_case g = make_case(8, 40, 1, &combos[d], CVF_ACTIVATION_GELU_TANH, 0, 55000 + (uint64_t)d);
+        run_injected_case(cx, &g, inject_gelu_tail);
+        support_matmul_case dg =
+            make_case(8, 40, 3, &combos[d], CVF_ACTIVATION_DGELU_TANH | 16, 0, 55100 + (uint64_t)d);
+        run_injected_case(cx, &dg, inject_dgelu_tail);
+    }
+}
+
+/* ---- MLP ----------------------------------------------------------------------------------- */
+
+/* The dimensions an MLP tensor's shape is made of. */
+typedef enum mlp_dim { DIM_S = 0, DIM_H = 1, DIM_I = 2 } mlp_dim;
+
+/* One named tensor of an MLP call. */
+typedef struct tensor_spec {
+    const char *name;
+    mlp_dim rows; /* a vector's length */
+    mlp_dim cols;
+    bool is_vector;
+    bool is_output;
+    support_layout strided; /* layout in the strided variant (vectors: pad is the stride) */
+} tensor_spec;
+
+/* A tensor's buffers: the guarded view, and its float64 twin (the input copy for the
+ * reference device, or the reference's answer for an output). */
+typedef struct tensor {
+    support_matrix m;
+    support_vector v;
+    cvf_matrix m64;
+    cvf_vector v64;
+} tensor;
+
+#define MLP_MAX_TENSORS 11
+
+/* An MLP call under test: its tensors and how they are laid out. */
+typedef struct mlp_fixture {
+    const tensor_spec *specs;
+    int count;
+    tensor t[MLP_MAX_TENSORS];
+    char label[160];
+} mlp_fixture;
+
+enum { FW_X, FW_W1, FW_B1, FW_W2, FW_B2, FW_FC1, FW_GELU, FW_Y, FW_COUNT };
+static const tensor_spec forward_specs[FW_COUNT] = {
+    {"hidden_state", DIM_S, DIM_H, false, false, {false, 3, 1}},
+    {"fc1_weight", DIM_I, DIM_H, false, false, {true, 0, 0}},
+    {"fc1_bias", DIM_I, DIM_I, true, false, {false, 2, 1}},
+    {"fc2_weight", DIM_H, DIM_I, false, false, {false, 5, 1}},
+    {"fc2_bias", DIM_H, DIM_H, true, false, {false, 3, 0}},
+    {"fc1_output", DIM_S, DIM_I, false, true, {true, 1, 1}},
+    {"gelu_output", DIM_S, DIM_I, false, true, {false, 5, 1}},
+    {"output", DIM_S, DIM_H, false, true, {true, 2, 0}},
+};
+
+enum { BW_GO, BW_X, BW_W1, BW_W2, BW_FC1, BW_GELU, BW_GX, BW_GW1, BW_GB1, BW_GW2, BW_GB2, BW_COUNT };
+static const tensor_spec backward_specs[BW_COUNT] = {
+    {"grad_output", DIM_S, DIM_H, false, false, {true, 1, 1}},
+    {"hidden_state", DIM_S, DIM_H, false, false, {false, 3, 1}},
+    {"fc1_weight", DIM_I, DIM_H, false, false, {true, 0, 0}},
+    {"fc2_weight", DIM_H, DIM_I, false, false, {false, 7, 1}},
+    {"fc1_output", DIM_S, DIM_I, false, false, {false, 1, 1}},
+    {"gelu_output", DIM_S, DIM_I, false, false, {true, 3, 0}},
+    {"grad_hidden_state", DIM_S, DIM_H, false, true, {true, 2, 1}},
+    {"grad_fc1_weight", DIM_I, DIM_H, false, true, {false, 4, 1}},
+    {"grad_fc1_bias", DIM_I, DIM_I, true, true, {false, 2, 1}},
+    {"grad_fc2_weight", DIM_H, DIM_I, false, true, {true, 0, 1}},
+    {"grad_fc2_bias", DIM_H, DIM_H, true, true, {false, 3, 1}},
+};
+
+/* An MLP case. */
+typedef struct mlp_case {
+    int64_t s, h, i;
+    cvf_dtype dtype;
+    bool strided;
+    uint64_t seed;
+} mlp_case;
+
+/* gelu_tanh in float64, to build consistent backward inputs. */
+static double gelu_tanh(double x)
+{
+    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+/* Frees everything an MLP fixture holds. */
+static void mlp_teardown(mlp_fixture *f)
+{
+    for (int n = 0; n < f->count; n++) {
+        support_matrix_destroy(&f->t[n].m);
+        support_vector_destroy(&f->t[n].v);
+        free(f->t[n].m64.data);
+        free(f->t[n].v64.data);
+    }
+}
+
+/* Allocates the tensors of an MLP case (inputs not yet filled, outputs poisoned, f64 twins
+ * allocated for outputs). Returns 0 or -1. */
+static int mlp_create(mlp_fixture *f, const mlp_case *c, const tensor_spec *specs, int count, const char *op)
+{
+    const int64_t dims[3] = {c->s, c->h, c->i};
+    memset(f, 0, sizeof *f);
+    f->specs = specs;
+    f->count = count;
+    snprintf(f->label, sizeof f->label, "%s S=%lld H=%lld I=%lld %s %s seed=%llu", op, (long long)c->s, (long long)c->h,
+             (long long)c->i, cvf_dtype_name(c->dtype), c->strided ? "strided" : "dense", (unsigned long long)c->seed);
+    int rc = 0;
+    for (int n = 0; n < count; n++) {
+        const tensor_spec *s = &specs[n];
+        tensor *t = &f->t[n];
+        support_layout dense = {false, 0, 0};
+        support_layout layout = c->strided ? s->strided : dense;
+        if (s->is_vector) {
+            rc |= support_vector_create(&t->v, c->dtype, dims[s->rows], c->strided ? s->strided.pad : 1, layout.shift);
+            if (s->is_output)
+                rc |= cvft_vector_alloc(CVF_F64, dims[s->rows], &t->v64);
+        } else {
+            rc |= support_matrix_create(&t->m, c->dtype, dims[s->rows], dims[s->cols], layout);
+            if (s->is_output)
+                rc |= cvft_matrix_alloc(CVF_F64, dims[s->rows], dims[s->cols], &t->m64);
+        }
+    }
+    return rc;
+}
+
+/* Fills every input with uniform values in [-1, 1) (a caller may then overwrite some before
+ * mlp_snapshot_inputs). */
+static void mlp_fill_inputs(mlp_fixture *f, cvft_rng *rng)
+{
+    for (int n = 0; n < f->count; n++) {
+        if (f->specs[n].is_output)
+            continue;
+        if (f->specs[n].is_vector)
+            support_vector_fill(&f->t[n].v, rng, -1.0, 1.0);
+        else
+            support_matrix_fill(&f->t[n].m, rng, -1.0, 1.0);
+    }
+}
+
+/* Makes the f64 copies of the inputs for the reference device and saves the input buffers. */
+static int mlp_snapshot_inputs(mlp_fixture *f)
+{
+    int rc = 0;
+    for (int n = 0; n < f->count; n++) {
+        tensor *t = &f->t[n];
+        if (f->specs[n].is_output)
+            continue;
+        if (f->specs[n].is_vector)
+            rc |= cvft_vector_to_f64(&t->v.view, &t->v64) | support_buffer_save(&t->v.buffer);
+        else
+            rc |= cvft_matrix_to_f64(&t->m.view, &t->m64) | support_buffer_save(&t->m.buffer);
+    }
+    return rc;
+}
+
+/* Returns tensor n's view (f64: its float64 twin). */
+static cvf_matrix mlp_matrix(const mlp_fixture *f, int n, bool f64)
+{
+    return f64 ? f->t[n].m64 : f->t[n].m.view;
+}
+
+/* Returns vector tensor n's view (f64: its float64 twin). */
+static cvf_vector mlp_vector(const mlp_fixture *f, int n, bool f64)
+{
+    return f64 ? f->t[n].v64 : f->t[n].v.view;
+}
+
+/* Fills the forward arguments from the fixture. */
+static void forward_args(const mlp_fixture *f, bool f64, cvf_mlp_forward_args *args)
+{
+    args->hidden_state = mlp_matrix(f, FW_X, f64);
+    args->fc1_weight = mlp_matrix(f, FW_W1, f64);
+    args->fc1_bias = mlp_vector(f, FW_B1, f64);
+    args->fc2_weight = mlp_matrix(f, FW_W2, f64);
+    args->fc2_bias = mlp_vector(f, FW_B2, f64);
+    args->fc1_output = mlp_matrix(f, FW_FC1, f64);
+    args->gelu_output = mlp_matrix(f, FW_GELU, f64);
+    args->output = mlp_matrix(f, FW_Y, f64);
+}
+
+/* Fills the backward arguments from the fixture. */
+static void backward_args(const mlp_fixture *f, bool f64, cvf_mlp_backward_args *args)
+{
+    args->grad_output = mlp_matrix(f, BW_GO, f64);
+    args->hidden_state = mlp_matrix(f, BW_X, f64);
+    args->fc1_weight = mlp_matrix(f, BW_W1, f64);
+    args->fc2_weight = mlp_matrix(f, BW_W2, f64);
+    args->fc1_output = mlp_matrix(f, BW_FC1, f64);
+    args->gelu_output = mlp_matrix(f, BW_GELU, f64);
+    args->grad_hidden_state = mlp_matrix(f, BW_GX, f64);
+    args->grad_fc1_weight = mlp_matrix(f, BW_GW1, f64);
+    args->grad_fc1_bias = mlp_vector(f, BW_GB1, f64);
+    args->grad_fc2_weight = mlp_matrix(f, BW_GW2, f64);
+    args->grad_fc2_bias = mlp_vector(f, BW_GB2, f64);
+}
+
+/* Runs the forward (backward when backward is set) on ctx with the fixture's views or, when f64
+ * is set, with its float64 twins. */
+static cvf_status mlp_call(const mlp_fixture *f, cvf_context *ctx, bool backward, bool f64)
+{
+    if (backward) {
+        cvf_mlp_backward_args args;
+        backward_args(f, f64, &args);
+        return cvf_mlp_backward(ctx, &args);
+    }
+    cvf_mlp_forward_args args;
+    forward_args(f, f64, &args);
+    return cvf_mlp_forward(ctx, &args);
+}
+
+/* Checks every output and input of an MLP run; vector outputs (the bias gradients) must match
+ * the first run's bits (saved when first is set). */
+static void mlp_check(mlp_fixture *f, const char *run, bool first)
+{
+    for (int n = 0; n < f->count; n++) {
+        const tensor_spec *s = &f->specs[n];
+        tensor *t = &f->t[n];
+        support_buffer *buffer = s->is_vector ? &t->v.buffer : &t->m.buffer;
+        if (!s->is_output) {
+            CHECK(support_buffer_unchanged(buffer), "%s: input %s was modified", run, s->name);
+            continue;
+        }
+        if (s->is_vector)
+            support_check_vector_output(run, s->name, &t->v, &t->v64);
+        else
+            support_check_matrix_output(run, s->name, &t->m, &t->m64);
+        if (!s->is_vector)
+            continue;
+        if (first)
+            support_buffer_save(buffer);
+        else
+            CHECK(support_buffer_unchanged(buffer), "%s: %s differs in its bits from the run with 1 thread", run,
+                  s->name);
+    }
+}
+
+/* Poisons every output of the fixture. */
+static void mlp_poison_outputs(mlp_fixture *f)
+{
+    for (int n = 0; n < f->count; n++)
+        if (f->specs[n].is_output)
+            support_buffer_poison(f->specs[n].is_vector ? &f->t[n].v.buffer : &f->t[n].m.buffer);
+}
+
+/* Runs the prepared fixture on the reference (answers into the f64 twins), then on the CPU
+ * contexts (threads 1, 2, and 2 again) with full checks. */
+static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
+{
+    cvf_status status = mlp_call(f, cx->reference, backward, true);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: reference returned %s: %s", f->label, cvf_status_string(status),
+               cvf_context_last_error(cx->reference)))
+        return;
+    for (int t = 0; t <= CPU_DEFAULT_VARIANTS; t++) {
+        int variant = t < CPU_DEFAULT_VARIANTS ? t : CPU_DEFAULT_VARIANTS - 1;
+        char run[256];
+        snprintf(run, sizeof run, "%s [cpu threads=%d%s]", f->label, (int)cpu_threads[variant],
+                 t == CPU_DEFAULT_VARIANTS ? ", repeated" : "");
+        mlp_poison_outputs(f);
+        status = mlp_call(f, cx->cpu[variant], backward, false);
+        if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
+                  cvf_context_last_error(cx->cpu[variant])))
+            mlp_check(f, run, t == 0);
+    }
+}
+
+/* The MLP forward: fc1_output, gelu_output and output against the reference. */
+static void run_mlp_forward(const contexts *cx, const mlp_case *c)
+{
+    mlp_fixture *f = malloc(sizeof *f);
+    if (!CHECK(f != NULL, "out of memory"))
+        return;
+    cvft_rng rng = cvft_rng_make(c->seed);
+    if (CHECK(mlp_create(f, c, forward_specs, FW_COUNT, "mlp_forward") == 0, "%s: out of memory", f->label)) {
+        mlp_fill_inputs(f, &rng);
+        if (CHECK(mlp_snapshot_inputs(f) == 0, "%s: out of memory", f->label))
+            mlp_run_all(cx, f, false);
+    }
+    mlp_teardown(f);
+    free(f);
+}
+
+/* The MLP backward: all five gradients against the reference. fc1_output covers [-4, 4) and
+ * gelu_output is gelu_tanh of it, as a forward pass would have left them. */
+static void run_mlp_backward(const contexts *cx, const mlp_case *c)
+{
+    mlp_fixture *f = malloc(sizeof *f);
+    if (!CHECK(f != NULL, "out of memory"))
+        return;
+    cvft_rng rng = cvft_rng_make(c->seed);
+    if (CHECK(mlp_create(f, c, backward_specs, BW_COUNT, "mlp_backward") == 0, "%s: out of memory", f->label)) {
+        mlp_fill_inputs(f, &rng);
+        const cvf_matrix *fc1 = &f->t[BW_FC1].m.view, *gelu = &f->t[BW_GELU].m.view;
+        support_matrix_fill(&f->t[BW_FC1].m, &rng, -4.0, 4.0);
+        for (int64_t i = 0; i < fc1->rows; i++)
+            for (int64_t j = 0; j < fc1->cols; j++)
+                cvft_matrix_set(gelu, i, j, gelu_tanh(cvft_matrix_get(fc1, i, j)));
+        if (CHECK(mlp_snapshot_inputs(f) == 0, "%s: out of memory", f->label))
+            mlp_run_all(cx, f, true);
+    }
+    mlp_teardown(f);
+    free(f);
+}
+
+/* The MLP forward and backward over token counts that are not multiples of the tiles, every
+ * dtype, dense and strided views. */
+static void test_mlp(const contexts *cx)
+{
+    static const int64_t shapes[][3] = {{197, 64, 256}, {33, 48, 96}, {1, 8, 16}, {0, 8, 16}, {65, 24, 40}};
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
+    uint64_t seed = 60000;
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (size_t d = 0; d < ARRAY_SIZE(dtypes); d++)
+            for (int strided = 0; strided < 2; strided++) {
+                if (s == 0 && strided && d != 1) /* the largest shape: strided in f16 only */
+                    continue;
+                mlp_case c = {shapes[s][0], shapes[s][1], shapes[s][2], dtypes[d], strided != 0, seed++};
+                run_mlp_forward(cx, &c);
+                run_mlp_backward(cx, &c);
+            }
+}
+
+/* ---- the MLP backward plan ----------------------------------------------------------------- */
+
+/* Returns the plan's kernel named name, or NULL; counts how many carry that name. */
+static const cvf_kernel_info *find_kernel(const cvf_mlp_plan *plan, const char *name, int *count)
+{
+    const cvf_kernel_info *found = NULL;
+    *count = 0;
+    for (int32_t k = 0; k < plan->kernel_count && k < CVF_PLAN_MAX_KERNELS; k++)
+        if (plan->kernels[k].name && strcmp(plan->kernels[k].name, name) == 0) {
+            found = &plan->kernels[k];
+            ++*count;
+        }
+    return found;
+}
+
+/* Checks one GEMM kernel of the plan: present once, its kind, shape and FLOP count. */
+static void check_plan_gemm(const cvf_mlp_plan *plan, const char *name, cvf_kernel_kind kind, int64_t m, int64_t n,
+                            int64_t k)
+{
+    int count;
+    const cvf_kernel_info *info = find_kernel(plan, name, &count);
+    if (!CHECK(info != NULL && count == 1, "plan: kernel %s appears %d times, expected once", name, count))
+        return;
+    CHECK(info->kind == kind, "plan: %s has kind %d, expected %d", name, (int)info->kind, (int)kind);
+    CHECK(info->m == m && info->n == n && info->k == k,
+          "plan: %s shape %lld x %lld x %lld, expected %lld x %lld x %lld", name, (long long)info->m,
+          (long long)info->n, (long long)info->k, (long long)m, (long long)n, (long long)k);
+    CHECK(info->flops == 2 * (uint64_t)m * (uint64_t)n * (uint64_t)k, "plan: %s flops %llu, expected 2 m n k", name,
+          (unsigned long long)info->flops);
+    CHECK(info->computes && info->fused && info->bytes > 0, "plan: %s lacks text or bytes", name);
+}
+
+/* Returns whether some kernel's formula or fused epilogue mentions what. */
+static bool plan_mentions(const cvf_mlp_plan *plan, const char *what)
+{
+    for (int32_t k = 0; k < plan->kernel_count && k < CVF_PLAN_MAX_KERNELS; k++) {
+        const cvf_kernel_info *info = &plan->kernels[k];
+        if ((info->computes && strstr(info->computes, what)) || (info->fused && strstr(info->fused, what)))
+            return true;
+    }
+    return false;
+}
+
+/* Checks the describe text: the full length is returned for any buffer, the text is truncated
+ * safely and NUL-terminated, and nothing past size is written. */
+static void check_plan_describe(const cvf_mlp_plan *plan)
+{
+    size_t need = cvf_mlp_plan_describe(plan, NULL, 0);
+    char *full = malloc(need + 1);
+    if (!CHECK(need > 0 && full != NULL, "plan describe: needs %zu bytes", need)) {
+        free(full);
+        return;
+    }
+    size_t written = cvf_mlp_plan_describe(plan, full, need + 1);
+    CHECK(written == need && strlen(full) == need, "plan describe: returned %zu, text length %zu, expected %zu",
+          written, strlen(full), need);
+    CHECK(strstr(full, "K1") && strstr(full, "K2-1") && strstr(full, "K2-2") && strstr(full, "K2-3"),
+          "plan describe: the text does not name every kernel:\n%s", full);
+    char small[32];
+    memset(small, 'Z', sizeof small);
+    CHECK(cvf_mlp_plan_describe(plan, small, 10) == need, "plan describe into 10 bytes must still return %zu", need);
+    CHECK(small[9] == '\0' && memcmp(small, full, 9) == 0, "plan describe: 10-byte buffer not a NUL-terminated prefix");
+    bool untouched = true;
+    for (size_t i = 10; i < sizeof small; i++)
+        untouched &= small[i] == 'Z';
+    CHECK(untouched, "plan describe wrote past the 10 bytes it was given");
+    memset(small, 'Z', sizeof small);
+    CHECK(cvf_mlp_plan_describe(plan, small, 1) == need && small[0] == '\0' && small[1] == 'Z',
+          "plan describe into 1 byte: must write only the NUL");
+    free(full);
+}
+
+/* The CPU plan for the ViT-B shape: K1 fused (with grad_fc1_bias in its epilogue), K2-1..3 plain
+ * GEMMs, grad_fc2_bias computed somewhere, consistent byte totals, bytes saved. */
+static void test_plan(const contexts *cx)
+{
+    const int64_t S = 197, H = 768, I = 3072;
+    cvf_mlp_shape shape = {S, H, I, CVF_F16};
+    cvf_mlp_plan plan;
+    memset(&plan, 0xA5, sizeof plan);
+    cvf_status status = cvf_mlp_backward_plan(cx->cpu[1], &shape, &plan);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "cvf_mlp_backward_plan: %s: %s", cvf_status_string(status),
+               cvf_context_last_error(cx->cpu[1])))
+        return;
+    CHECK(plan.shape.tokens == S && plan.shape.hidden == H && plan.shape.intermediate == I &&
+              plan.shape.dtype == CVF_F16 && plan.device == CVF_DEVICE_CPU && plan.workspace_dtype == CVF_F32,
+          "plan: shape/device/workspace not as asked (workspace %s)", cvf_dtype_name(plan.workspace_dtype));
+    if (!CHECK(plan.kernel_count >= 4 && plan.kernel_count <= CVF_PLAN_MAX_KERNELS, "plan: %d kernels",
+               (int)plan.kernel_count))
+        return;
+    check_plan_gemm(&plan, "K1", CVF_KERNEL_FUSED_GEMM, S, I, H);
+    check_plan_gemm(&plan, "K2-1", CVF_KERNEL_GEMM, H, I, S);
+    check_plan_gemm(&plan, "K2-2", CVF_KERNEL_GEMM, I, H, S);
+    check_plan_gemm(&plan, "K2-3", CVF_KERNEL_GEMM, S, H, I);
+    int count;
+    const cvf_kernel_info *k1 = find_kernel(&plan, "K1", &count);
+    CHECK(k1 && k1->fused && strstr(k1->fused, "grad_fc1_bias"), "plan: K1's epilogue does not carry grad_fc1_bias");
+    CHECK(plan_mentions(&plan, "grad_fc2_bias"), "plan: no kernel computes grad_fc2_bias");
+    uint64_t bytes = 0, saved = 0;
+    for (int32_t k = 0; k < plan.kernel_count; k++)
+        bytes += plan.kernels[k].bytes;
+    CHECK(bytes == plan.bytes_total, "plan: bytes_total %llu, kernels sum to %llu",
+          (unsigned long long)plan.bytes_total, (unsigned long long)bytes);
+    if (CHECK(plan.saving_count >= 1 && plan.saving_count <= CVF_PLAN_MAX_SAVINGS, "plan: %d savings",
+              (int)plan.saving_count))
+        for (int32_t k = 0; k < plan.saving_count; k++)
+            saved += plan.savings[k].bytes;
+    CHECK(plan.bytes_saved > 0 && saved == plan.bytes_saved, "plan: bytes_saved %llu, savings sum to %llu",
+          (unsigned long long)plan.bytes_saved, (unsigned long long)saved);
+    check_plan_describe(&plan);
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+
+/* Creates the reference context and the CPU contexts. Returns 0 or -1. */
+static int contexts_create(contexts *cx)
+{
+    memset(cx, 0, sizeof *cx);
+    cvf_context_options reference = {CVF_DEVICE_REFERENCE, 1};
+    if (cvf_context_create(&reference, &cx->reference) != CVF_STATUS_SUCCESS)
+        return -1;
+    for (int t = 0; t < CPU_ALL_VARIANTS; t++) {
+        cvf_context_options cpu = {CVF_DEVICE_CPU, cpu_threads[t]};
+        if (cvf_context_create(&cpu, &cx->cpu[t]) != CVF_STATUS_SUCCESS)
+            return -1;
+        CHECK(cvf_context_threads(cx->cpu[t]) == cpu_threads[t], "context asked for %d threads runs %d",
+              (int)cpu_threads[t], (int)cvf_context_threads(cx->cpu[t]));
+    }
+    return 0;
+}
+
+/* Destroys the contexts. */
+static void contexts_destroy(contexts *cx)
+{
+    cvf_context_destroy(cx->reference);
+    for (int t = 0; t < CPU_ALL_VARIANTS; t++)
+        cvf_context_destroy(cx->cpu[t]);
+}
+
+/* Runs one section and prints its time and the checks it added. */
+static void run_section(const char *name, void (*section)(const contexts *), const contexts *cx)
+{
+    double start = cvft_now_seconds();
+    int64_t passed = support_passed(), failed = support_failed();
+    section(cx);
+    printf("  %-22s %8lld passed %6lld failed %7.2f s\n", name, (long long)(support_passed() - passed),
+           (long long)(support_failed() - failed), cvft_now_seconds() - start);
+    fflush(stdout);
+}
+
+/* Adapts the self-test (which needs no context) to run_section. */
+static void section_checking_tools(const contexts *cx)
+{
+    (void)cx;
+    test_checking_tools();
+}
+
+int main(void)
+{
+    double start = cvft_now_seconds();
+    contexts cx;
+    if (!CHECK(contexts_create(&cx) == 0, "could not create the contexts")) {
+        contexts_destroy(&cx);
+        return test_report("test_ops");
+    }
+    run_section("checking tools", section_checking_tools, &cx);
+    run_section("known answers", test_known_answers, &cx);
+    run_section("epilogue cross product", test_epilogue_cross_product, &cx);
+    run_section("shape sweep", test_shape_sweep, &cx);
+    run_section("degenerate shapes", test_degenerate_shapes, &cx);
+    run_section("empty, NULL data", test_empty_with_null_data, &cx);
+    run_section("large shapes", test_large_shapes, &cx);
+    run_section("matmul_relu", test_matmul_relu, &cx);
+    run_section("column_sum", test_column_sum, &cx);
+    run_section("NaN and Inf", test_nan_inf, &cx);
+    run_section("GELU tails", test_gelu_tails, &cx);
+    run_section("MLP", test_mlp, &cx);
+    run_section("MLP plan", test_plan, &cx);
+    contexts_destroy(&cx);
+    const char *where;
+    double worst = support_worst_error_ratio(&where);
+    printf("worst error / tolerance: %.3g (%s)\n", worst, where);
+    printf("wall time: %.1f s\n", cvft_now_seconds() - start);
+    return test_report("test_ops");
+}
