@@ -1,0 +1,361 @@
+#!/usr/bin/env bash
+# Tests of the cvfuse command-line tool. Usage: test_cli.sh PATH_TO_CVFUSE
+#
+# Covers help texts and exit codes (0 help, 1 runtime failure, 2 usage error, 3 check failure),
+# strict option parsing, small checked runs of every op in every dtype, the --json format,
+# .npy round trips (--outputs then --inputs), hand-written .npy files (Fortran order, '<f8'),
+# malformed and mismatched files, bench and explain. Small shapes only: runs in seconds, also
+# under AddressSanitizer. Prints "test_cli: N passed, M failed" last; exits 1 on any failure.
+set -u
+
+CLI=${1:?usage: test_cli.sh PATH_TO_CVFUSE}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+PASSED=0
+FAILED=0
+HAVE_PYTHON=0
+command -v python3 >/dev/null 2>&1 && HAVE_PYTHON=1
+
+# Small shapes used throughout.
+MM=(--m 33 --n 17 --k 65)
+MLP=(--S 13 --H 24 --I 40)
+
+# pass / fail DESCRIPTION: count one check.
+pass() { PASSED=$((PASSED + 1)); }
+fail() {
+    FAILED=$((FAILED + 1))
+    echo "FAIL: $*" >&2
+}
+
+# run ARGS...: runs the CLI; sets RC, OUT (stdout) and ERR (stderr).
+run() {
+    "$CLI" "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+# expect_rc WANT DESCRIPTION: the last run exited with WANT.
+expect_rc() {
+    if [ "$RC" -eq "$1" ]; then pass; else fail "$2: exit $RC, expected $1 (stderr: $ERR)"; fi
+}
+
+# expect_has TEXT HAYSTACK DESCRIPTION: HAYSTACK contains TEXT.
+expect_has() {
+    case "$2" in
+    *"$1"*) pass ;;
+    *) fail "$3: '$1' not found in: $2" ;;
+    esac
+}
+
+# expect_true DESCRIPTION COMMAND...: COMMAND succeeds.
+expect_true() {
+    local what=$1
+    shift
+    if "$@"; then pass; else fail "$what"; fi
+}
+
+# expect_usage DESCRIPTION COMMAND_NAME TEXT ARGS...: the CLI run with ARGS is a usage error:
+# exit 2, nothing on stdout, a message containing TEXT and the "try" line on stderr.
+expect_usage() {
+    local what=$1 command=$2 text=$3
+    shift 3
+    run "$@"
+    expect_rc 2 "$what"
+    expect_has "$text" "$ERR" "$what: message"
+    expect_has "try 'cvfuse${command:+ $command} --help'" "$ERR" "$what: try line"
+    if [ -z "$OUT" ]; then pass; else fail "$what: stdout not empty: $OUT"; fi
+}
+
+# json_lines KEYS...: every line of the last stdout is a JSON object with exactly KEYS (python3),
+# or at least looks like one and has them (without python3).
+json_lines() {
+    if [ "$HAVE_PYTHON" = 1 ]; then
+        python3 - "$TMP/out" "$@" <<'EOF'
+import json, sys
+def reject(name):
+    raise ValueError("non-standard JSON constant " + name)
+path, keys = sys.argv[1], sorted(sys.argv[2:])
+lines = open(path).read().splitlines()
+if not lines:
+    sys.exit("no output")
+for line in lines:
+    obj = json.loads(line, parse_constant=reject)
+    if not isinstance(obj, dict) or sorted(obj) != keys:
+        sys.exit("keys %s, expected %s" % (sorted(obj), keys))
+EOF
+        return $?
+    fi
+    [ -s "$TMP/out" ] || return 1
+    grep -qvE '^\{.*\}$' "$TMP/out" && return 1
+    grep -qiE '(nan|inf)[,}]' "$TMP/out" && return 1
+    local key
+    for key in "$@"; do grep -q "\"$key\":" "$TMP/out" || return 1; done
+    return 0
+}
+
+# write_npy PATH DESCR FORTRAN SHAPE BYTES: writes a version 1.0 .npy file by hand; BYTES is a
+# printf string of the little-endian data.
+write_npy() {
+    local dict="{'descr': '$2', 'fortran_order': $3, 'shape': $4, }"
+    local total=$(((10 + ${#dict} + 1 + 63) / 64 * 64))
+    local hlen=$((total - 10))
+    local pad=$((hlen - ${#dict} - 1))
+    {
+        printf '\x93NUMPY\x01\x00'
+        printf "\\x$(printf %02x $((hlen & 255)))\\x$(printf %02x $((hlen >> 8)))"
+        printf '%s%*s\n' "$dict" "$pad" ''
+        printf "$5"
+    } >"$1"
+}
+
+# ---- help and exit codes ----------------------------------------------------------------------
+
+test_help() {
+    run --help
+    expect_rc 0 "--help"
+    expect_has "exit status" "$OUT" "--help lists exit codes"
+    expect_has "3  --check" "$OUT" "--help documents exit 3"
+    expect_has "'<f4'" "$OUT" "--help documents bf16 files"
+    run help
+    expect_rc 0 "help"
+    expect_has "mlp-backward" "$OUT" "help lists the subcommands"
+    local command
+    for command in matmul-relu mlp-forward mlp-backward bench explain; do
+        run "$command" --help
+        expect_rc 0 "$command --help"
+        expect_has "usage: cvfuse $command" "$OUT" "$command --help usage line"
+        run help "$command"
+        expect_rc 0 "help $command"
+    done
+    run matmul-relu -h
+    expect_rc 0 "matmul-relu -h"
+    expect_has "a.npy (m, k)" "$OUT" "matmul-relu --help names the files"
+    run mlp-backward --help
+    expect_has "grad_fc1_bias.npy (I,)" "$OUT" "mlp-backward --help names the files"
+    run --version
+    expect_rc 0 "--version"
+}
+
+test_usage_errors() {
+    expect_usage "no command" "" "missing command"
+    expect_usage "unknown command" "" "unknown command 'frobnicate'" frobnicate
+    expect_usage "help of an unknown command" "" "unknown command 'frobnicate'" help frobnicate
+    expect_usage "unknown option" matmul-relu "unknown option '--frob'" matmul-relu --frob
+    expect_usage "option of another command" matmul-relu "'--S'" matmul-relu --S 5
+    expect_usage "stray argument" mlp-forward "unexpected argument 'extra'" mlp-forward extra
+    expect_usage "--m abc" matmul-relu "--m: 'abc' is not an integer" matmul-relu --m abc
+    expect_usage "--m -1" matmul-relu "--m: -1 is out of range" matmul-relu --m -1
+    expect_usage "--m 12x" matmul-relu "--m: '12x' is not an integer" matmul-relu --m 12x
+    expect_usage "--m ' 7'" matmul-relu "is not an integer" matmul-relu --m ' 7'
+    expect_usage "--m=" matmul-relu "--m: empty value" matmul-relu --m=
+    expect_usage "--m huge" matmul-relu "out of range" matmul-relu --m 99999999999999999999
+    expect_usage "--m missing value" matmul-relu "--m: missing value" matmul-relu --m
+    expect_usage "--S 0" mlp-backward "--S: 0 is out of range" mlp-backward --S 0
+    expect_usage "--threads -1" mlp-forward "--threads: -1 is out of range" mlp-forward --threads -1
+    expect_usage "--seed x" matmul-relu "--seed: 'x' is not an integer" matmul-relu --seed x
+    expect_usage "--dtype f8" matmul-relu "--dtype: 'f8' is not one of f32, f16, bf16" matmul-relu --dtype f8
+    expect_usage "--dtype f64" mlp-backward "--dtype: 'f64'" mlp-backward --dtype f64
+    expect_usage "--device gpu" matmul-relu "--device: 'gpu'" matmul-relu --device gpu
+    expect_usage "flag with a value" matmul-relu "--check takes no value" matmul-relu --check=yes
+    expect_usage "option twice" matmul-relu "'--m' given twice" matmul-relu --m 4 --m 5
+    expect_usage "bench --repeat 0" bench "--repeat: 0 is out of range" bench --repeat 0
+    expect_usage "bench --op bad" bench "--op: 'matmul'" bench --op matmul
+    expect_usage "bench shape of another op" bench "--S does not apply to --op matmul-relu" \
+        bench --op matmul-relu --S 4
+    expect_usage "explain --check" explain "'--check'" explain --check
+    run matmul-relu --frob
+    local lines
+    lines=$(printf '%s\n' "$ERR" | wc -l)
+    if [ "$lines" -eq 2 ]; then pass; else fail "usage error is not two lines: $ERR"; fi
+}
+
+# ---- checked runs -------------------------------------------------------------------------------
+
+test_checked_runs() {
+    local dtype
+    for dtype in f32 f16 bf16; do
+        run matmul-relu "${MM[@]}" --dtype "$dtype" --check
+        expect_rc 0 "matmul-relu $dtype --check"
+        expect_has "ok: 1 of 1 outputs within tolerance" "$OUT" "matmul-relu $dtype check row"
+        run mlp-forward "${MLP[@]}" --dtype "$dtype" --check
+        expect_rc 0 "mlp-forward $dtype --check"
+        expect_has "gelu_output" "$OUT" "mlp-forward $dtype reports gelu_output"
+        run mlp-backward "${MLP[@]}" --dtype "$dtype" --check --threads 1
+        expect_rc 0 "mlp-backward $dtype --check"
+        expect_has "ok: 5 of 5 outputs within tolerance" "$OUT" "mlp-backward $dtype check rows"
+    done
+    run mlp-backward --S 5 --H 8 --I 16 --device reference --dtype f16 --check
+    expect_rc 0 "mlp-backward on the reference device"
+    expect_has "reference" "$OUT" "reference device in the table"
+    run matmul-relu --m=7 --n=5 --k=3 --check
+    expect_rc 0 "--name=value spelling"
+    expect_has "m=7 n=5 k=3" "$OUT" "--name=value sets the shape"
+}
+
+test_json() {
+    run matmul-relu "${MM[@]}" --check --json
+    expect_rc 0 "matmul-relu --json --check"
+    expect_true "matmul-relu --json keys" json_lines op device dtype shape threads ms gflops rel_err ok
+    expect_has '"shape":{"m":33,"n":17,"k":65}' "$OUT" "matmul-relu --json shape"
+    expect_has '"ok":true' "$OUT" "matmul-relu --json ok"
+    if [ -z "$ERR" ]; then pass; else fail "--json wrote to stderr: $ERR"; fi
+    run mlp-backward "${MLP[@]}" --json
+    expect_rc 0 "mlp-backward --json"
+    expect_true "mlp-backward --json keys (no check)" json_lines op device dtype shape threads ms gflops
+    expect_has '"shape":{"S":13,"H":24,"I":40}' "$OUT" "mlp-backward --json shape"
+    run mlp-forward "${MLP[@]}" --json --check --dtype bf16
+    expect_true "mlp-forward --json --check keys" json_lines op device dtype shape threads ms gflops rel_err ok
+    expect_has '"gelu_output":' "$OUT" "mlp-forward rel_err names gelu_output"
+    run bench "${MM[@]}" "${MLP[@]}" --repeat 2 --warmup 1 --json
+    expect_rc 0 "bench --json"
+    expect_true "bench --json keys" json_lines op device dtype shape threads ms gflops min_ms repeat warmup
+    local lines
+    lines=$(wc -l <"$TMP/out")
+    if [ "$lines" -eq 3 ]; then pass; else fail "bench --op all printed $lines JSON lines, expected 3"; fi
+    run explain --json
+    expect_rc 0 "explain --json"
+    expect_true "explain --json keys" json_lines op device dtype workspace_dtype shape kernels bytes_total savings \
+        bytes_saved
+    expect_has '"name":"K1","kind":"fused_gemm"' "$OUT" "explain --json K1"
+}
+
+# ---- files ----------------------------------------------------------------------------------------
+
+test_round_trips() {
+    local d1=$TMP/d1 d2=$TMP/d2 d3=$TMP/d3 d4=$TMP/d4 f
+    run matmul-relu "${MM[@]}" --outputs "$d1"
+    expect_rc 0 "matmul-relu --outputs"
+    for f in a b c; do expect_true "matmul-relu wrote $f.npy" test -s "$d1/$f.npy"; done
+    run matmul-relu --inputs "$d1" --outputs "$d2" --check --json
+    expect_rc 0 "matmul-relu --inputs (its own outputs)"
+    expect_has '"shape":{"m":33,"n":17,"k":65}' "$OUT" "shape read from the files"
+    expect_true "rerun from the files gives the same c.npy" cmp -s "$d1/c.npy" "$d2/c.npy"
+    expect_true "--inputs does not rewrite the inputs" test ! -e "$d2/a.npy"
+    run matmul-relu --m 17 --n 9 --k 5 --outputs "$d3"
+    mkdir -p "$d4"
+    cp "$d1/c.npy" "$d4/a.npy"
+    cp "$d3/c.npy" "$d4/b.npy"
+    run matmul-relu --inputs "$d4" --check --json
+    expect_rc 0 "outputs of two runs as the inputs of a third"
+    expect_has '"shape":{"m":33,"n":9,"k":17}' "$OUT" "chained run shape"
+    run matmul-relu --inputs "$d4" --m 33 --k 17
+    expect_rc 0 "--inputs with agreeing shape options"
+    expect_usage "--inputs with a disagreeing shape option" matmul-relu "--m 34 does not match" \
+        matmul-relu --inputs "$d4" --m 34
+
+    local fw=$TMP/fw
+    run mlp-forward "${MLP[@]}" --dtype f16 --outputs "$fw"
+    expect_rc 0 "mlp-forward --outputs"
+    for f in hidden_state fc1_weight fc1_bias fc2_weight fc2_bias fc1_output gelu_output output; do
+        expect_true "mlp-forward wrote $f.npy" test -s "$fw/$f.npy"
+    done
+    cp "$fw/output.npy" "$fw/grad_output.npy"
+    run mlp-backward --inputs "$fw" --check --json
+    expect_rc 0 "mlp-backward on mlp-forward's files"
+    expect_has '"shape":{"S":13,"H":24,"I":40}' "$OUT" "mlp-backward shape from the files"
+    expect_has '"ok":true' "$OUT" "mlp-backward on files checks"
+    run mlp-backward --inputs "$fw" --dtype bf16 --check --outputs "$TMP/bw"
+    expect_rc 0 "mlp-backward converts f2 files to bf16"
+    expect_true "bf16 outputs written as <f4" grep -q "'descr': '<f4'" "$TMP/bw/grad_fc1_weight.npy"
+
+    run mlp-backward "${MLP[@]}" --seed 5 --outputs "$TMP/s5a"
+    run mlp-backward "${MLP[@]}" --seed 5 --outputs "$TMP/s5b"
+    run mlp-backward "${MLP[@]}" --seed 6 --outputs "$TMP/s6"
+    expect_true "same seed, same inputs" cmp -s "$TMP/s5a/gelu_output.npy" "$TMP/s5b/gelu_output.npy"
+    expect_true "other seed, other inputs" test -s "$TMP/s6/grad_output.npy"
+    expect_true "other seed, other inputs" bash -c "! cmp -s '$TMP/s5a/grad_output.npy' '$TMP/s6/grad_output.npy'"
+}
+
+test_handmade_files() {
+    local fo=$TMP/fortran
+    mkdir -p "$fo"
+    # a = [[1, -2, 3], [4, 5, 6]] stored column by column; b = [[1, 0], [0, 1], [0, 0]] as '<f8'.
+    write_npy "$fo/a.npy" '<f4' True '(2, 3)' \
+        '\x00\x00\x80\x3f\x00\x00\x80\x40\x00\x00\x00\xc0\x00\x00\xa0\x40\x00\x00\x40\x40\x00\x00\xc0\x40'
+    write_npy "$fo/b.npy" '<f8' False '(3, 2)' \
+        '\0\0\0\0\0\0\xf0\x3f\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\xf0\x3f\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+    run matmul-relu --inputs "$fo" --dtype f32 --check --outputs "$TMP/fout"
+    expect_rc 0 "Fortran-order '<f4' and C-order '<f8' inputs"
+    local values
+    values=$(tail -c 16 "$TMP/fout/c.npy" | od -An -tf4 | tr -s ' ' | sed 's/^ //;s/ $//')
+    if [ "$values" = "1 0 4 5" ]; then pass; else fail "relu(a @ b) from hand-made files: got '$values'"; fi
+    run matmul-relu --inputs "$fo" --dtype bf16 --check
+    expect_rc 0 "Fortran-order file converted to bf16"
+
+    # 300 * 300 overflows f16: the check must fail with exit 3 and null in the JSON.
+    local ov=$TMP/overflow
+    mkdir -p "$ov"
+    write_npy "$ov/a.npy" '<f4' False '(1, 1)' '\x00\x00\x96\x43'
+    cp "$ov/a.npy" "$ov/b.npy"
+    run matmul-relu --inputs "$ov" --check --json
+    expect_rc 3 "out-of-tolerance output"
+    expect_has '"rel_err":{"c":null},"ok":false' "$OUT" "non-finite rel_err written as null"
+    expect_true "failing check JSON parses" json_lines op device dtype shape threads ms gflops rel_err ok
+    expect_has "check failed" "$ERR" "check failure message"
+    run matmul-relu --inputs "$ov" --check
+    expect_rc 3 "out-of-tolerance output (table)"
+    expect_has "FAIL" "$OUT" "FAIL row"
+}
+
+test_bad_files() {
+    local good=$TMP/good bad=$TMP/bad size
+    run matmul-relu --m 6 --n 5 --k 4 --outputs "$good"
+    mkdir -p "$bad"
+    cp "$good/b.npy" "$bad/b.npy"
+    head -c 60 "$good/a.npy" >"$bad/a.npy"
+    expect_usage "truncated header" matmul-relu "a.npy" matmul-relu --inputs "$bad"
+    size=$(wc -c <"$good/a.npy")
+    head -c $((size - 6)) "$good/a.npy" >"$bad/a.npy"
+    expect_usage "truncated data" matmul-relu "a.npy" matmul-relu --inputs "$bad"
+    printf 'NOTNUMPY-this-is-not-an-npy-file-at-all\n' >"$bad/a.npy"
+    expect_usage "wrong magic" matmul-relu "a.npy" matmul-relu --inputs "$bad"
+    rm -f "$bad/a.npy"
+    expect_usage "missing file" matmul-relu "a.npy" matmul-relu --inputs "$bad"
+    cp "$good/a.npy" "$bad/a.npy"
+    cp "$good/c.npy" "$bad/b.npy"
+    expect_usage "mismatched shape" matmul-relu "b.npy: shape (6, 5) does not match a.npy (6, 4): expected (4, n)" \
+        matmul-relu --inputs "$bad"
+    local fw=$TMP/fw_bad
+    run mlp-forward --S 5 --H 8 --I 16 --outputs "$fw"
+    cp "$fw/fc2_bias.npy" "$fw/fc1_bias.npy"
+    expect_usage "mismatched vector" mlp-forward "fc1_bias.npy: shape (8,) does not match fc1_weight.npy (16, 8)" \
+        mlp-forward --inputs "$fw"
+    cp "$fw/hidden_state.npy" "$fw/fc1_bias.npy"
+    expect_usage "matrix where a vector belongs" mlp-forward "fc1_bias.npy: expected 1 dimension" \
+        mlp-forward --inputs "$fw"
+    : >"$TMP/not_a_dir"
+    run matmul-relu --m 4 --n 4 --k 4 --outputs "$TMP/not_a_dir/sub"
+    expect_rc 1 "unwritable --outputs is a runtime failure"
+    expect_has "not_a_dir/sub" "$ERR" "unwritable --outputs names the directory"
+}
+
+# ---- bench and explain ----------------------------------------------------------------------------
+
+test_bench_explain() {
+    run bench --op matmul-relu --m 16 --n 16 --k 16 --repeat 3 --warmup 1
+    expect_rc 0 "bench --op matmul-relu"
+    expect_has "median ms" "$OUT" "bench table header"
+    expect_has "m=16 n=16 k=16" "$OUT" "bench row"
+    run explain
+    expect_rc 0 "explain"
+    expect_has "K1" "$OUT" "explain mentions K1"
+    expect_has "fused" "$OUT" "explain mentions fusion"
+    expect_has "S=197 H=768 I=3072" "$OUT" "explain default shape"
+    run explain --S 64 --H 32 --I 128 --dtype bf16
+    expect_rc 0 "explain with a shape"
+    expect_has "S=64 H=32 I=128, bf16" "$OUT" "explain shape and dtype"
+}
+
+test_help
+test_usage_errors
+test_checked_runs
+test_json
+test_round_trips
+test_handmade_files
+test_bad_files
+test_bench_explain
+
+echo "test_cli: $PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]
