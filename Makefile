@@ -9,6 +9,7 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 CTEST ?= ctest
 CLI = $(BUILD)/cvfuse
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all build run test test-sanitize bench format clean
 
