@@ -171,9 +171,9 @@ const char *cvf_device_name(cvf_device device);
 
 typedef enum cvf_activation {
     CVF_ACTIVATION_NONE = 0,
-    CVF_ACTIVATION_RELU = 1,       /* max(x, 0); NaN stays NaN */
-    CVF_ACTIVATION_GELU_TANH = 2,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    CVF_ACTIVATION_DGELU_TANH = 3  /* x * gelu_tanh'(aux_in): the GELU backward; needs aux_in */
+    CVF_ACTIVATION_RELU = 1,      /* max(x, 0); NaN stays NaN */
+    CVF_ACTIVATION_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    CVF_ACTIVATION_DGELU_TANH = 3 /* x * gelu_tanh'(aux_in): the GELU backward; needs aux_in */
 } cvf_activation;
 
 /* Returns a static name ("none", "relu", "gelu_tanh", "dgelu_tanh"), or "unknown". */
@@ -286,9 +286,9 @@ typedef struct cvf_kernel_info {
     const char *computes; /* the formula, in the seed's tensor names */
     const char *fused;    /* what rides in the epilogue ("" when nothing) */
     cvf_kernel_kind kind;
-    int64_t m, n, k;      /* GEMM shape; for a reduction (rows, cols, 0) */
-    uint64_t flops;       /* 2 m n k for a GEMM, rows * cols for a reduction */
-    uint64_t bytes;       /* minimum bytes read + written by this kernel */
+    int64_t m, n, k; /* GEMM shape; for a reduction (rows, cols, 0) */
+    uint64_t flops;  /* 2 m n k for a GEMM, rows * cols for a reduction */
+    uint64_t bytes;  /* minimum bytes read + written by this kernel */
 } cvf_kernel_info;
 
 /* One memory round trip the plan avoids, compared with the seed's unfused plan. */
@@ -313,12 +313,12 @@ typedef struct cvf_mlp_plan {
     cvf_dtype workspace_dtype; /* dtype of the grad_fc1_output workspace */
     int32_t kernel_count;
     cvf_kernel_info kernels[CVF_PLAN_MAX_KERNELS];
-    uint64_t bytes_total;      /* sum of the kernels' bytes */
+    uint64_t bytes_total; /* sum of the kernels' bytes */
     int32_t saving_count;
     cvf_plan_saving savings[CVF_PLAN_MAX_SAVINGS];
-    uint64_t bytes_saved;      /* sum of the savings: versus the seed's unfused plan (materialised
-                                  grad_gelu_output, separate grad_fc1_bias pass, materialised
-                                  transposes) */
+    uint64_t bytes_saved; /* sum of the savings: versus the seed's unfused plan (materialised
+                             grad_gelu_output, separate grad_fc1_bias pass, materialised
+                             transposes) */
 } cvf_mlp_plan;
 
 /* Fills *plan with the kernels ctx would run for an MLP backward of this shape. */

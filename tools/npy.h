@@ -18,8 +18,8 @@
 #define NPY_MAX_DIMS 2
 
 typedef struct npy_array {
-    cvf_dtype dtype;   /* CVF_F16, CVF_F32 or CVF_F64 */
-    int ndim;          /* 1 or 2 */
+    cvf_dtype dtype; /* CVF_F16, CVF_F32 or CVF_F64 */
+    int ndim;        /* 1 or 2 */
     int64_t shape[NPY_MAX_DIMS];
     int fortran_order; /* 1 when the file stores the matrix column-major */
     void *data;        /* malloc'd, nbytes long, aligned to 64 bytes; free with npy_array_free.

@@ -53,7 +53,7 @@ uint16_t cvf_f32_to_f16(float value)
     }
     if (abs >= 0x477FF000u) /* >= 65520: rounds to Inf */
         return (uint16_t)(sign | 0x7C00u);
-    if (abs >= 0x38800000u) { /* normal binary16 range: rebias and round the 13 dropped bits */
+    if (abs >= 0x38800000u) {                 /* normal binary16 range: rebias and round the 13 dropped bits */
         uint32_t rebased = abs - 0x38000000u; /* exponent bias 127 -> 15 */
         uint32_t half = rebased >> 13;
         uint32_t rest = rebased & 0x1FFFu;

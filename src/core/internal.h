@@ -48,8 +48,7 @@ struct cvf_context {
 };
 
 /* Records a formatted message for the last error of ctx and returns status. */
-cvf_status cvf_fail(cvf_context *ctx, cvf_status status, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
+cvf_status cvf_fail(cvf_context *ctx, cvf_status status, const char *format, ...) __attribute__((format(printf, 3, 4)));
 
 /* Clears the last error of ctx (called at the start of every entry point). */
 void cvf_clear_error(cvf_context *ctx);
@@ -72,16 +71,14 @@ typedef struct cvf_operand {
 /* Checks a matrix view: not NULL, known dtype the backend accepts, non-negative dimensions and
  * strides, data present when non-empty, byte extent representable; outputs must not map two
  * elements to one address. On success stores the covered bytes in *span. */
-cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix *m, bool is_output,
-                            cvf_span *span);
+cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix *m, bool is_output, cvf_span *span);
 
 /* The same checks for a vector view. */
-cvf_status cvf_check_vector(cvf_context *ctx, const char *name, const cvf_vector *v, bool is_output,
-                            cvf_span *span);
+cvf_status cvf_check_vector(cvf_context *ctx, const char *name, const cvf_vector *v, bool is_output, cvf_span *span);
 
 /* Checks that a matrix has the expected shape; names both dimensions in the message. */
-cvf_status cvf_check_matrix_shape(cvf_context *ctx, const char *name, const cvf_matrix *m, int64_t rows,
-                                  int64_t cols, const char *expected);
+cvf_status cvf_check_matrix_shape(cvf_context *ctx, const char *name, const cvf_matrix *m, int64_t rows, int64_t cols,
+                                  const char *expected);
 
 /* Checks that a vector has the expected length. */
 cvf_status cvf_check_vector_length(cvf_context *ctx, const char *name, const cvf_vector *v, int64_t length,

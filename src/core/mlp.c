@@ -58,8 +58,7 @@ static cvf_status check_shapes(cvf_context *ctx, const mlp_tensor *tensors, int 
 }
 
 /* Validates a table whose tensor 0 is (S x H) and whose tensor i_source has I rows. */
-static cvf_status validate_mlp(cvf_context *ctx, const mlp_tensor *tensors, int count, int i_source,
-                               int64_t dims[4])
+static cvf_status validate_mlp(cvf_context *ctx, const mlp_tensor *tensors, int count, int i_source, int64_t dims[4])
 {
     cvf_operand operands[MLP_MAX_TENSORS];
     cvf_status status = check_views(ctx, tensors, count, operands);

@@ -25,11 +25,18 @@ static void add_saving(cvf_mlp_plan *plan, const char *what, uint64_t bytes)
 
 /* A GEMM kernel of shape m x n x k reading A and B and writing C with the given element sizes. */
 static cvf_kernel_info gemm_kernel(const char *name, cvf_kernel_kind kind, const char *computes, const char *fused,
-                                   int64_t m, int64_t n, int64_t k, uint64_t extra_bytes, size_t a_size,
-                                   size_t b_size, size_t c_size)
+                                   int64_t m, int64_t n, int64_t k, uint64_t extra_bytes, size_t a_size, size_t b_size,
+                                   size_t c_size)
 {
     uint64_t um = (uint64_t)m, un = (uint64_t)n, uk = (uint64_t)k;
-    cvf_kernel_info info = {name, computes, fused, kind, m, n, k, 2 * um * un * uk,
+    cvf_kernel_info info = {name,
+                            computes,
+                            fused,
+                            kind,
+                            m,
+                            n,
+                            k,
+                            2 * um * un * uk,
                             um * uk * a_size + uk * un * b_size + um * un * c_size + extra_bytes};
     return info;
 }
@@ -42,16 +49,23 @@ static void build_fused_plan(cvf_mlp_plan *plan)
     const size_t f32 = 4;
     add_kernel(plan, gemm_kernel("K1", CVF_KERNEL_FUSED_GEMM,
                                  "grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output)",
-                                 "x gelu_tanh'(fc1_output) on the fp32 tile; grad_fc1_bias column sums",
-                                 (int64_t)S, (int64_t)I, (int64_t)H, S * I * e + I * f32, e, e, w));
+                                 "x gelu_tanh'(fc1_output) on the fp32 tile; grad_fc1_bias column sums", (int64_t)S,
+                                 (int64_t)I, (int64_t)H, S * I * e + I * f32, e, e, w));
     add_kernel(plan, gemm_kernel("K2-1", CVF_KERNEL_GEMM, "grad_fc2_weight = grad_output^T @ gelu_output", "",
                                  (int64_t)H, (int64_t)I, (int64_t)S, 0, e, e, e));
     add_kernel(plan, gemm_kernel("K2-2", CVF_KERNEL_GEMM, "grad_fc1_weight = grad_fc1_output^T @ hidden_state", "",
                                  (int64_t)I, (int64_t)H, (int64_t)S, 0, w, e, e));
     add_kernel(plan, gemm_kernel("K2-3", CVF_KERNEL_GEMM, "grad_hidden_state = grad_fc1_output @ fc1_weight", "",
                                  (int64_t)S, (int64_t)H, (int64_t)I, 0, w, e, e));
-    cvf_kernel_info k3 = {"K3", "grad_fc2_bias = grad_output.sum(0)", "", CVF_KERNEL_REDUCTION,
-                          (int64_t)S, (int64_t)H, 0, S * H, S * H * e + H * e};
+    cvf_kernel_info k3 = {"K3",
+                          "grad_fc2_bias = grad_output.sum(0)",
+                          "",
+                          CVF_KERNEL_REDUCTION,
+                          (int64_t)S,
+                          (int64_t)H,
+                          0,
+                          S * H,
+                          S * H * e + H * e};
     add_kernel(plan, k3);
 
     add_saving(plan, "grad_gelu_output (S x I) never written to memory and read back (K1 fusion)", 2 * S * I * e);
@@ -64,8 +78,11 @@ static void build_fused_plan(cvf_mlp_plan *plan)
 static void build_reference_plan(cvf_mlp_plan *plan)
 {
     uint64_t S = (uint64_t)plan->shape.tokens, H = (uint64_t)plan->shape.hidden, I = (uint64_t)plan->shape.intermediate;
-    cvf_kernel_info all = {"REF", "all seven operations in float64, unfused: the test oracle", "",
-                           CVF_KERNEL_GEMM, (int64_t)S, (int64_t)(H + I), (int64_t)I, 8 * S * H * I, 0};
+    cvf_kernel_info all = {"REF",      "all seven operations in float64, unfused: the test oracle",
+                           "",         CVF_KERNEL_GEMM,
+                           (int64_t)S, (int64_t)(H + I),
+                           (int64_t)I, 8 * S * H * I,
+                           0};
     add_kernel(plan, all);
 }
 
@@ -149,8 +166,8 @@ size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
     }
     const cvf_mlp_shape *s = &plan->shape;
     sink_printf(&sink, "MLP GELU backward on the %s device: S=%lld H=%lld I=%lld, %s tensors, %s grad_fc1_output\n",
-                cvf_device_name(plan->device), (long long)s->tokens, (long long)s->hidden,
-                (long long)s->intermediate, cvf_dtype_name(s->dtype), cvf_dtype_name(plan->workspace_dtype));
+                cvf_device_name(plan->device), (long long)s->tokens, (long long)s->hidden, (long long)s->intermediate,
+                cvf_dtype_name(s->dtype), cvf_dtype_name(plan->workspace_dtype));
     sink_printf(&sink, "  %-5s %-10s %24s %9s %10s  %s\n", "", "kind", "m x n x k (rows x cols)", "GFLOP", "MB moved",
                 "computes");
     for (int32_t i = 0; i < plan->kernel_count; i++) {

@@ -12,14 +12,14 @@ typedef struct cvf_worker {
 } cvf_worker;
 
 struct cvf_threadpool {
-    int32_t size;            /* threads including the caller */
-    int32_t started;         /* workers actually started */
+    int32_t size;    /* threads including the caller */
+    int32_t started; /* workers actually started */
     cvf_worker *workers;
     pthread_mutex_t lock;
     pthread_cond_t work_ready; /* a new generation of work, or shutdown */
     pthread_cond_t work_done;  /* the last busy worker finished */
     uint64_t generation;
-    int32_t busy;            /* workers still inside the current generation */
+    int32_t busy; /* workers still inside the current generation */
     int shutdown;
     /* the current job */
     cvf_task_fn fn;

@@ -30,8 +30,8 @@ static cvf_status check_dtype(cvf_context *ctx, const char *name, cvf_dtype dtyp
  * Returns SIZE_OVERFLOW when the last element's offset, the byte count or the end address does
  * not fit. Dimensions and strides are already known to be non-negative.
  */
-static cvf_status view_span(cvf_context *ctx, const char *name, const void *data, size_t element_size,
-                            int64_t count0, int64_t stride0, int64_t count1, int64_t stride1, cvf_span *span)
+static cvf_status view_span(cvf_context *ctx, const char *name, const void *data, size_t element_size, int64_t count0,
+                            int64_t stride0, int64_t count1, int64_t stride1, cvf_span *span)
 {
     span->begin = span->end = (uintptr_t)data;
     if (count0 == 0 || count1 == 0)
@@ -84,8 +84,7 @@ static bool layout_is_one_to_one(int64_t count0, int64_t stride0, int64_t count1
     return !(stride1 / g < count0 && stride0 / g < count1);
 }
 
-cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix *m, bool is_output,
-                            cvf_span *span)
+cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix *m, bool is_output, cvf_span *span)
 {
     if (!m)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "%s: the matrix view pointer is NULL", name);
@@ -102,8 +101,8 @@ cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix
     if (!empty && !m->data)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "%s: data is NULL for a non-empty (%lld x %lld) view", name,
                         (long long)m->rows, (long long)m->cols);
-    status = view_span(ctx, name, m->data, cvf_dtype_size(m->dtype), m->rows, m->row_stride, m->cols,
-                       m->col_stride, span);
+    status =
+        view_span(ctx, name, m->data, cvf_dtype_size(m->dtype), m->rows, m->row_stride, m->cols, m->col_stride, span);
     if (status != CVF_STATUS_SUCCESS)
         return status;
     if (is_output && !layout_is_one_to_one(m->rows, m->row_stride, m->cols, m->col_stride))
@@ -115,8 +114,7 @@ cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix
     return CVF_STATUS_SUCCESS;
 }
 
-cvf_status cvf_check_vector(cvf_context *ctx, const char *name, const cvf_vector *v, bool is_output,
-                            cvf_span *span)
+cvf_status cvf_check_vector(cvf_context *ctx, const char *name, const cvf_vector *v, bool is_output, cvf_span *span)
 {
     if (!v)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "%s: the vector view pointer is NULL", name);
@@ -140,8 +138,8 @@ cvf_status cvf_check_vector(cvf_context *ctx, const char *name, const cvf_vector
     return CVF_STATUS_SUCCESS;
 }
 
-cvf_status cvf_check_matrix_shape(cvf_context *ctx, const char *name, const cvf_matrix *m, int64_t rows,
-                                  int64_t cols, const char *expected)
+cvf_status cvf_check_matrix_shape(cvf_context *ctx, const char *name, const cvf_matrix *m, int64_t rows, int64_t cols,
+                                  const char *expected)
 {
     if (m->rows == rows && m->cols == cols)
         return CVF_STATUS_SUCCESS;

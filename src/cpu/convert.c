@@ -22,8 +22,7 @@ void cvf_cpu_load_run(const void *base, cvf_dtype dtype, int64_t offset, int64_t
             dst[i] = cvf_bf16_to_f32(src[i * stride]);
         break;
     }
-    case CVF_F64: /* rejected by validation on this device */
-        break;
+    case CVF_F64: /* rejected by validation on this device */ break;
     }
 }
 
@@ -48,7 +47,6 @@ void cvf_cpu_store_run(void *base, cvf_dtype dtype, int64_t offset, int64_t stri
             dst[i * stride] = cvf_f32_to_bf16(src[i]);
         break;
     }
-    case CVF_F64:
-        break;
+    case CVF_F64: break;
     }
 }

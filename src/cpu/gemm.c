@@ -21,20 +21,20 @@
 enum {
     MR = CVF_CPU_MR,
     NR = CVF_CPU_NR,
-    MC = 64,  /* rows of an output tile (multiple of MR) */
-    NC = 256, /* columns of an output tile (multiple of NR) */
-    KC = 256, /* depth of one packed panel */
+    MC = 64,                                                  /* rows of an output tile (multiple of MR) */
+    NC = 256,                                                 /* columns of an output tile (multiple of NR) */
+    KC = 256,                                                 /* depth of one packed panel */
     RUN = NC > KC ? (NC > MC ? NC : MC) : (KC > MC ? KC : MC) /* longest converted run */
 };
 
 /* Per-thread scratch, in floats, laid out one after the other. */
 enum {
-    SCRATCH_ACC = 0,                      /* MC x NC accumulator tile */
-    SCRATCH_A = SCRATCH_ACC + MC * NC,    /* packed A block, MC x KC */
-    SCRATCH_B = SCRATCH_A + MC * KC,      /* packed B block, KC x NC */
-    SCRATCH_RUN = SCRATCH_B + KC * NC,    /* one converted run */
-    SCRATCH_BIAS = SCRATCH_RUN + RUN,     /* the tile's bias columns */
-    SCRATCH_SUMS = SCRATCH_BIAS + NC,     /* the tile's bias-gradient partial sums */
+    SCRATCH_ACC = 0,                   /* MC x NC accumulator tile */
+    SCRATCH_A = SCRATCH_ACC + MC * NC, /* packed A block, MC x KC */
+    SCRATCH_B = SCRATCH_A + MC * KC,   /* packed B block, KC x NC */
+    SCRATCH_RUN = SCRATCH_B + KC * NC, /* one converted run */
+    SCRATCH_BIAS = SCRATCH_RUN + RUN,  /* the tile's bias columns */
+    SCRATCH_SUMS = SCRATCH_BIAS + NC,  /* the tile's bias-gradient partial sums */
     SCRATCH_FLOATS = SCRATCH_SUMS + NC
 };
 
@@ -61,16 +61,14 @@ static void pack_a(const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int6
     memset(packed, 0, sizeof(float) * (size_t)(panels * MR * kc));
     if (a->col_stride <= a->row_stride) { /* rows are the contiguous direction: convert row runs */
         for (int64_t i = 0; i < mc; i++) {
-            cvf_cpu_load_run(a->data, a->dtype, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc,
-                             run);
+            cvf_cpu_load_run(a->data, a->dtype, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc, run);
             float *dst = packed + (i / MR) * MR * kc + i % MR;
             for (int64_t p = 0; p < kc; p++)
                 dst[p * MR] = run[p];
         }
     } else { /* columns are contiguous (a transposed view): convert column runs */
         for (int64_t p = 0; p < kc; p++) {
-            cvf_cpu_load_run(a->data, a->dtype, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc,
-                             run);
+            cvf_cpu_load_run(a->data, a->dtype, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
             for (int64_t i = 0; i < mc; i++)
                 packed[(i / MR) * MR * kc + p * MR + i % MR] = run[i];
         }
@@ -84,15 +82,13 @@ static void pack_b(const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int6
     memset(packed, 0, sizeof(float) * (size_t)(panels * NR * kc));
     if (b->col_stride <= b->row_stride) { /* row runs */
         for (int64_t p = 0; p < kc; p++) {
-            cvf_cpu_load_run(b->data, b->dtype, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc,
-                             run);
+            cvf_cpu_load_run(b->data, b->dtype, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
             for (int64_t j = 0; j < nc; j++)
                 packed[(j / NR) * NR * kc + p * NR + j % NR] = run[j];
         }
     } else { /* column runs (a transposed view, e.g. a PyTorch weight read as W^T) */
         for (int64_t j = 0; j < nc; j++) {
-            cvf_cpu_load_run(b->data, b->dtype, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc,
-                             run);
+            cvf_cpu_load_run(b->data, b->dtype, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc, run);
             float *dst = packed + (j / NR) * NR * kc + j % NR;
             for (int64_t p = 0; p < kc; p++)
                 dst[p * NR] = run[p];
@@ -148,8 +144,7 @@ static float gelu_derivative_f32(float x)
 static void activate_row(cvf_activation activation, float *x, const float *aux, int64_t nc)
 {
     switch (activation) {
-    case CVF_ACTIVATION_NONE:
-        break;
+    case CVF_ACTIVATION_NONE: break;
     case CVF_ACTIVATION_RELU:
         for (int64_t j = 0; j < nc; j++)
             x[j] = x[j] < 0.0f ? 0.0f : x[j]; /* NaN stays NaN, as in PyTorch */

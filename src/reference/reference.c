@@ -272,15 +272,15 @@ static cvf_status reference_mlp_backward(cvf_context *ctx, const cvf_mlp_backwar
     bool ok = dense_from_matrix(&t[GO], &args->grad_output) && dense_from_matrix(&t[X], &args->hidden_state) &&
               dense_from_matrix(&t[W1], &args->fc1_weight) && dense_from_matrix(&t[W2], &args->fc2_weight) &&
               dense_from_matrix(&t[FC1], &args->fc1_output) && dense_from_matrix(&t[GELU], &args->gelu_output) &&
-              column_sums(&t[GB2], &t[GO]) &&                             /* grad_fc2_bias */
-              product(&t[GW2], &t[GO], true, &t[GELU], false) &&          /* grad_fc2_weight */
-              product(&t[GGELU], &t[GO], false, &t[W2], false);           /* grad_gelu_output */
+              column_sums(&t[GB2], &t[GO]) &&                    /* grad_fc2_bias */
+              product(&t[GW2], &t[GO], true, &t[GELU], false) && /* grad_fc2_weight */
+              product(&t[GGELU], &t[GO], false, &t[W2], false);  /* grad_gelu_output */
     if (ok) {
         for (int64_t i = 0; i < t[GGELU].rows * t[GGELU].cols; i++) /* grad_fc1_output, in place */
             t[GGELU].v[i] *= gelu_derivative(t[FC1].v[i]);
-        ok = column_sums(&t[GB1], &t[GGELU]) &&                  /* grad_fc1_bias */
-             product(&t[GW1], &t[GGELU], true, &t[X], false) &&  /* grad_fc1_weight */
-             product(&t[GX], &t[GGELU], false, &t[W1], false);   /* grad_hidden_state */
+        ok = column_sums(&t[GB1], &t[GGELU]) &&                 /* grad_fc1_bias */
+             product(&t[GW1], &t[GGELU], true, &t[X], false) && /* grad_fc1_weight */
+             product(&t[GX], &t[GGELU], false, &t[W1], false);  /* grad_hidden_state */
     }
     if (ok) {
         dense_to_matrix(&t[GX], &args->grad_hidden_state);
