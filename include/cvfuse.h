@@ -89,7 +89,8 @@ float cvf_bf16_to_f32(uint16_t bits);
  * Strides count elements and must be >= 0. A row-major (rows x cols) array has
  * row_stride = cols, col_stride = 1; its transpose is the same data with the strides (and the
  * dimensions) swapped. Input views may use any non-negative strides (0 broadcasts); output views
- * must not map two elements to the same memory. data may be NULL only when rows * cols == 0.
+ * must not map two elements to the same memory. data may be NULL only when rows * cols == 0, and
+ * must be aligned to the element size.
  */
 typedef struct cvf_matrix {
     void *data;
@@ -156,10 +157,10 @@ void cvf_context_destroy(cvf_context *ctx);
  * NULL ctx). The pointer stays valid until the next call on ctx. */
 const char *cvf_context_last_error(const cvf_context *ctx);
 
-/* Returns the device of ctx. */
+/* Returns the device of ctx (CVF_DEVICE_CPU, the default device, for a NULL ctx). */
 cvf_device cvf_context_device(const cvf_context *ctx);
 
-/* Returns the number of worker threads ctx runs its work on. */
+/* Returns the number of worker threads ctx runs its work on (0 for a NULL ctx). */
 int32_t cvf_context_threads(const cvf_context *ctx);
 
 /* Returns a static name for a device ("cpu", "reference"), or "unknown". */
@@ -291,10 +292,12 @@ typedef struct cvf_kernel_info {
     uint64_t bytes;  /* minimum bytes read + written by this kernel */
 } cvf_kernel_info;
 
-/* One memory round trip the plan avoids, compared with the seed's unfused plan. */
+/* Memory traffic the plan avoids (or, when negative, adds) compared with an unfused run of the
+ * seven operations in the storage dtype: grad_gelu_output stored and read back by a separate
+ * GELU' pass, a separate bias-gradient pass, transposed copies as the seed makes them. */
 typedef struct cvf_plan_saving {
-    const char *what; /* e.g. "grad_gelu_output (S x I) never written or read back" */
-    uint64_t bytes;
+    const char *what; /* e.g. "grad_gelu_output (S x I) never stored and read back ..." */
+    int64_t bytes;
 } cvf_plan_saving;
 
 #define CVF_PLAN_MAX_KERNELS 8
@@ -316,9 +319,7 @@ typedef struct cvf_mlp_plan {
     uint64_t bytes_total; /* sum of the kernels' bytes */
     int32_t saving_count;
     cvf_plan_saving savings[CVF_PLAN_MAX_SAVINGS];
-    uint64_t bytes_saved; /* sum of the savings: versus the seed's unfused plan (materialised
-                             grad_gelu_output, separate grad_fc1_bias pass, materialised
-                             transposes) */
+    int64_t bytes_saved; /* net: the sum of the savings (costs counted negative) */
 } cvf_mlp_plan;
 
 /* Fills *plan with the kernels ctx would run for an MLP backward of this shape. */

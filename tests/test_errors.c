@@ -348,7 +348,7 @@ typedef enum view_field {
     SET_STRIDE,     /* vector */
     SET_DTYPE,      /* either: value is the dtype enum value */
     SET_DATA_NULL,  /* either: data = NULL */
-    SET_DATA_WRAP,  /* either: data = UINTPTR_MAX - 64, so a larger extent wraps the address space */
+    SET_DATA_WRAP,  /* either: data = UINTPTR_MAX - 127 (8-byte aligned), so a larger extent wraps the address space */
     SET_DATA_ALIAS  /* either: data = source's data + value bytes */
 } view_field;
 
@@ -377,7 +377,7 @@ static void *view_data(fixture *f, const char *name)
 static void *override_data(fixture *f, const view_override *o)
 {
     if (o->field == SET_DATA_WRAP)
-        return (void *)(UINTPTR_MAX - 64);
+        return (void *)(UINTPTR_MAX - 127);
     if (o->field == SET_DATA_ALIAS)
         return (unsigned char *)view_data(f, o->source) + o->value;
     return NULL;
@@ -591,6 +591,12 @@ static const error_case g_cases[] = {
     {"single column with vector output stride 0", OP_MATMUL, {{0}}, single_column_stride_zero, OK, NULL, NULL, 0},
     {"a broadcast rows (row stride 0)", OP_MATMUL, {{"a", SET_ROW_STRIDE, 0, NULL}}, NULL, OK, NULL, NULL, 0},
     {"bias broadcast (stride 0)", OP_MATMUL, {{"epilogue.bias", SET_STRIDE, 0, NULL}}, NULL, OK, NULL, NULL, 0},
+
+    /* ---- cvf_matmul: data not aligned to the element size ---- */
+    {"a data misaligned by 2 bytes", OP_MATMUL, {{"a", SET_DATA_ALIAS, 2, "a"}}, NULL, E_VALUE, "a", NULL, 0},
+    {"c data misaligned by 1 byte", OP_MATMUL, {{"c", SET_DATA_ALIAS, 1, "c"}}, NULL, E_VALUE, "c", NULL, 0},
+    {"bias data misaligned by 1 byte", OP_MATMUL, {{"epilogue.bias", SET_DATA_ALIAS, 1, "epilogue.bias"}}, NULL,
+     E_VALUE, "epilogue.bias", NULL, 0},
 
     /* ---- cvf_matmul: NULL pointers ---- */
     {"NULL ctx", OP_MATMUL, {{0}}, null_ctx, E_NULL, NULL, NULL, 0},
@@ -1635,6 +1641,91 @@ static cvf_context *make_context(cvf_device device)
 }
 
 /* Runs every group of checks and prints the summary line. */
+/* ------------------------------------------------------------------------------------------ */
+/* Accessors on NULL, malformed plans, a failure after validation                              */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The context accessors answer for a NULL context instead of crashing. */
+static void test_null_accessors(void)
+{
+    check(cvf_context_device(NULL) == CVF_DEVICE_CPU, "cvf_context_device(NULL) is not CVF_DEVICE_CPU");
+    check(cvf_context_threads(NULL) == 0, "cvf_context_threads(NULL) = %d, expected 0", cvf_context_threads(NULL));
+}
+
+/* A caller's plan may hold anything: describe must clamp the counts and survive NULL texts. */
+static void test_describe_malformed(void)
+{
+    static char buf[DESCRIBE_BYTES];
+    cvf_mlp_plan plan;
+    memset(&plan, 0, sizeof plan);
+    plan.kernel_count = CVF_PLAN_MAX_KERNELS + 1;
+    plan.saving_count = -3;
+    size_t got = cvf_mlp_plan_describe(&plan, buf, sizeof buf);
+    check(got > 0 && strlen(buf) == (got < sizeof buf ? got : sizeof buf - 1),
+          "describe(zeroed plan with kernel_count %d): returned %zu", CVF_PLAN_MAX_KERNELS + 1, got);
+    plan.saving_count = CVF_PLAN_MAX_SAVINGS + 5;
+    got = cvf_mlp_plan_describe(&plan, buf, sizeof buf);
+    check(got > 0, "describe(plan with saving_count %d): returned %zu", CVF_PLAN_MAX_SAVINGS + 5, got);
+}
+
+/* Allocations of absurd sizes must fail by returning NULL under ASan too (so the library can
+ * report OUT_OF_MEMORY), not abort the test. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+    return "allocator_may_return_null=1";
+}
+
+/*
+ * An MLP backward whose grad_fc1_output workspace (S x I fp32 = 16 TiB) cannot be allocated:
+ * every input that is S x I is a broadcast view (stride 0), so the call validates with a few MB
+ * of real memory. It must fail with OUT_OF_MEMORY before K1 stores anything: every output byte
+ * keeps its pattern ("a failed call writes nothing", beyond validation).
+ */
+static void test_backward_out_of_memory(cvf_context *cpu)
+{
+    const int64_t big = (int64_t)1 << 21, h = 1;
+    size_t out_bytes = (size_t)big * sizeof(float);
+    float one = 1.0f;
+    unsigned char *outputs = malloc(4 * out_bytes + sizeof(float));
+    float *x = malloc(out_bytes);
+    if (!check(outputs && x, "out of memory test: cannot allocate its buffers")) {
+        free(outputs);
+        free(x);
+        return;
+    }
+    memset(outputs, PATTERN, 4 * out_bytes + sizeof(float));
+    memset(x, 0, out_bytes);
+    cvf_matrix wide = {&one, CVF_F32, big, big, 0, 0}; /* S x I, one element broadcast */
+    cvf_mlp_backward_args args = {
+        .grad_output = cvf_matrix_row_major(x, CVF_F32, big, h),
+        .hidden_state = cvf_matrix_row_major(x, CVF_F32, big, h),
+        .fc1_weight = cvf_matrix_row_major(x, CVF_F32, big, h),
+        .fc2_weight = cvf_matrix_row_major(x, CVF_F32, h, big),
+        .fc1_output = wide,
+        .gelu_output = wide,
+        .grad_hidden_state = cvf_matrix_row_major(outputs, CVF_F32, big, h),
+        .grad_fc1_weight = cvf_matrix_row_major(outputs + out_bytes, CVF_F32, big, h),
+        .grad_fc1_bias = cvf_vector_dense(outputs + 2 * out_bytes, CVF_F32, big),
+        .grad_fc2_weight = cvf_matrix_row_major(outputs + 3 * out_bytes, CVF_F32, h, big),
+        .grad_fc2_bias = cvf_vector_dense(outputs + 4 * out_bytes, CVF_F32, h),
+    };
+    cvf_status status = cvf_mlp_backward(cpu, &args);
+    const char *message = cvf_context_last_error(cpu);
+    check(status == CVF_STATUS_OUT_OF_MEMORY, "backward with a 16 TiB workspace: status %s, expected out of memory",
+          status_name(status));
+    check(strstr(message, "workspace") != NULL,
+          "backward with a 16 TiB workspace: message \"%s\" does not say "
+          "what could not be allocated",
+          message);
+    size_t changed = 0;
+    for (size_t i = 0; i < 4 * out_bytes + sizeof(float); i++)
+        changed += outputs[i] != PATTERN;
+    check(changed == 0, "backward that failed for memory wrote %zu output bytes", changed);
+    free(outputs);
+    free(x);
+}
+
 int main(void)
 {
     cvf_context *cpu = make_context(CVF_DEVICE_CPU);
@@ -1648,6 +1739,9 @@ int main(void)
     test_f64(cpu, ref);
     test_edges(cpu, "cpu");
     test_edges(ref, "reference");
+    test_null_accessors();
+    test_describe_malformed();
+    test_backward_out_of_memory(cpu);
     cvf_context_destroy(ref);
     cvf_context_destroy(cpu);
     printf("test_errors: %d passed, %d failed\n", g_passed, g_failed);

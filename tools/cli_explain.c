@@ -88,9 +88,9 @@ static void explain_json(const cvf_mlp_plan *plan)
     for (int32_t i = 0; i < plan->saving_count; i++) {
         fputs(i ? ",{" : "{", out);
         json_text_field(out, 1, "what", plan->savings[i].what);
-        fprintf(out, ",\"bytes\":%" PRIu64 "}", plan->savings[i].bytes);
+        fprintf(out, ",\"bytes\":%" PRId64 "}", plan->savings[i].bytes);
     }
-    fprintf(out, "],\"bytes_saved\":%" PRIu64 "}\n", plan->bytes_saved);
+    fprintf(out, "],\"bytes_saved\":%" PRId64 "}\n", plan->bytes_saved);
 }
 
 int cli_cmd_explain(int argc, char **argv)

@@ -62,8 +62,25 @@ void cvf_context_destroy(cvf_context *ctx)
 {
     if (!ctx)
         return;
+    ctx->backend->workspace_free(ctx->workspace);
     cvf_threadpool_destroy(ctx->pool);
     free(ctx);
+}
+
+cvf_status cvf_workspace_reserve(cvf_context *ctx, size_t bytes, const char *what, void **workspace)
+{
+    if (bytes > ctx->workspace_size) {
+        void *grown = ctx->backend->workspace_alloc(bytes);
+        if (!grown)
+            return cvf_fail(ctx, CVF_STATUS_OUT_OF_MEMORY,
+                            "%s: could not allocate %zu bytes of workspace on the %s device (nothing was written)",
+                            what, bytes, cvf_device_name(ctx->device));
+        ctx->backend->workspace_free(ctx->workspace);
+        ctx->workspace = grown;
+        ctx->workspace_size = bytes;
+    }
+    *workspace = ctx->workspace;
+    return CVF_STATUS_SUCCESS;
 }
 
 const char *cvf_context_last_error(const cvf_context *ctx)
@@ -73,10 +90,10 @@ const char *cvf_context_last_error(const cvf_context *ctx)
 
 cvf_device cvf_context_device(const cvf_context *ctx)
 {
-    return ctx->device;
+    return ctx ? ctx->device : CVF_DEVICE_CPU;
 }
 
 int32_t cvf_context_threads(const cvf_context *ctx)
 {
-    return ctx->threads;
+    return ctx ? ctx->threads : 0;
 }

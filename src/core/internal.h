@@ -18,18 +18,32 @@
 /*
  * A backend: a plain table of function pointers, one per device. Optional members may be NULL;
  * the core then composes the operation from the required ones.
+ *
+ * Workspace: before an operation stores anything, the core asks the backend how much scratch
+ * memory each of its calls needs, reserves all of it at once in the context (allocated with the
+ * backend's alloc, kept and reused by later calls), and passes it down. So a call fails for lack
+ * of memory before its first store, never half-way, and the hot path does not allocate.
  */
 typedef struct cvf_backend {
     const char *name;
-    /* dtype of intermediates the core allocates for this backend (the MLP workspace). */
+    /* dtype of intermediates the core keeps for this backend (the MLP's grad_fc1_output). */
     cvf_dtype accumulate_dtype;
     /* Returns true when the backend reads and writes tensors of dtype. Required. */
     bool (*supports_dtype)(cvf_dtype dtype);
-    /* C = epilogue(A @ B) on validated views; epilogue is never NULL. Required. */
+    /* Allocates workspace memory the backend's kernels can use (64-byte aligned); NULL on failure. */
+    void *(*workspace_alloc)(size_t bytes);
+    /* Frees what workspace_alloc returned; NULL is a no-op. */
+    void (*workspace_free)(void *memory);
+    /* Bytes of workspace matmul needs for an output of c's shape with this epilogue. Required. */
+    size_t (*matmul_workspace)(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *epilogue);
+    /* C = epilogue(A @ B) on validated views; epilogue is never NULL; workspace has at least
+     * matmul_workspace bytes. Required. */
     cvf_status (*matmul)(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                         const cvf_epilogue *epilogue);
+                         const cvf_epilogue *epilogue, void *workspace);
+    /* Bytes of workspace column_sum needs for x. Required. */
+    size_t (*column_sum_workspace)(const cvf_context *ctx, const cvf_matrix *x);
     /* out[j] = sum over i of x[i, j], deterministic. Required. */
-    cvf_status (*column_sum)(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out);
+    cvf_status (*column_sum)(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
     /* Whole MLP forward on validated arguments. Optional: NULL runs the core's two fused GEMMs. */
     cvf_status (*mlp_forward)(cvf_context *ctx, const cvf_mlp_forward_args *args);
     /* Whole MLP backward on validated arguments. Optional: NULL runs the core's plan (K1, K2-*, K3). */
@@ -44,8 +58,20 @@ struct cvf_context {
     const cvf_backend *backend;
     int32_t threads;
     cvf_threadpool *pool;
+    void *workspace; /* backend memory reserved by earlier calls, reused */
+    size_t workspace_size;
     char message[CVF_MESSAGE_SIZE]; /* last error; "" after a success */
 };
+
+/* Makes ctx's workspace at least bytes long (growing it through the backend) and stores it in
+ * *workspace; OUT_OF_MEMORY, with a message naming what, when it cannot. */
+cvf_status cvf_workspace_reserve(cvf_context *ctx, size_t bytes, const char *what, void **workspace);
+
+/* Rounds bytes up to a multiple of 64, so that pieces of one workspace stay aligned. */
+static inline size_t cvf_round_up_64(size_t bytes)
+{
+    return (bytes + 63) & ~(size_t)63;
+}
 
 /* Records a formatted message for the last error of ctx and returns status. */
 cvf_status cvf_fail(cvf_context *ctx, cvf_status status, const char *format, ...) __attribute__((format(printf, 3, 4)));
@@ -92,6 +118,24 @@ cvf_status cvf_validate_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_
                                const cvf_epilogue *epilogue);
 
 /* ---- MLP plans (mlp_plan.c) ----------------------------------------------------------- */
+
+/*
+ * One kernel of the MLP backward: its description (name, formula, shape, bytes) and the operands
+ * it runs on. A GEMM computes c = epilogue(a @ b); a reduction sums the rows of a into out. The
+ * same function builds the steps for the plan (from the shape alone) and for the run (from the
+ * caller's views), so what the plan says is what runs.
+ */
+typedef struct cvf_mlp_step {
+    cvf_kernel_info info;
+    cvf_matrix a, b, c;
+    cvf_epilogue epilogue;
+    cvf_vector out;
+} cvf_mlp_step;
+
+/* Fills steps[] (at most CVF_PLAN_MAX_KERNELS) for a validated backward call whose
+ * grad_fc1_output lives in *grad_fc1_output; returns how many. Pointers in the steps' epilogues
+ * point into args. */
+int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps);
 
 /* Fills plan for a validated shape on ctx's device. */
 void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);

@@ -3,7 +3,6 @@
  * own implementation or the core's composition of fused GEMMs (the plan of mlp_plan.c).
  */
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "core/internal.h"
 
@@ -72,51 +71,99 @@ static cvf_status validate_mlp(cvf_context *ctx, const mlp_tensor *tensors, int 
     return cvf_check_aliasing(ctx, operands, count);
 }
 
+/* Bytes of workspace one step needs from the backend. */
+static size_t step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
+{
+    if (step->info.kind == CVF_KERNEL_REDUCTION)
+        return ctx->backend->column_sum_workspace(ctx, &step->a);
+    return ctx->backend->matmul_workspace(ctx, &step->c, &step->epilogue);
+}
+
+/* Runs one step; a failure's message is prefixed with the kernel's name. */
+static cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace)
+{
+    const cvf_backend *be = ctx->backend;
+    cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
+                            ? be->column_sum(ctx, &step->a, &step->out, workspace)
+                            : be->matmul(ctx, &step->a, &step->b, &step->c, &step->epilogue, workspace);
+    if (status != CVF_STATUS_SUCCESS) {
+        char reason[CVF_MESSAGE_SIZE];
+        snprintf(reason, sizeof reason, "%s", ctx->message);
+        cvf_fail(ctx, status, "%s (%s): %s", step->info.name, step->info.computes, reason);
+    }
+    return status;
+}
+
+/* Runs steps in order, each with the same scratch workspace (reserved before the first step,
+ * so no step can fail for lack of memory after an earlier one stored its output). */
+static cvf_status run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *workspace)
+{
+    for (int i = 0; i < count; i++) {
+        cvf_status status = run_step(ctx, &steps[i], workspace);
+        if (status != CVF_STATUS_SUCCESS)
+            return status;
+    }
+    return CVF_STATUS_SUCCESS;
+}
+
+/* The largest workspace any of the steps needs. */
+static size_t steps_workspace(const cvf_context *ctx, const cvf_mlp_step *steps, int count)
+{
+    size_t most = 0;
+    for (int i = 0; i < count; i++) {
+        size_t bytes = step_workspace(ctx, &steps[i]);
+        most = bytes > most ? bytes : most;
+    }
+    return most;
+}
+
 /* The core's forward: fc1 with bias + GELU storing both tensors, then fc2 with bias. */
 static cvf_status compose_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
 {
-    const cvf_backend *be = ctx->backend;
-    cvf_matrix fc1_weight_t = cvf_matrix_transpose(args->fc1_weight);
-    cvf_matrix fc2_weight_t = cvf_matrix_transpose(args->fc2_weight);
-    cvf_epilogue fc1 = {CVF_ACTIVATION_GELU_TANH, &args->fc1_bias, NULL, &args->fc1_output, NULL};
-    cvf_epilogue fc2 = {CVF_ACTIVATION_NONE, &args->fc2_bias, NULL, NULL, NULL};
-    cvf_status status = be->matmul(ctx, &args->hidden_state, &fc1_weight_t, &args->gelu_output, &fc1);
+    cvf_mlp_step steps[2] = {{.info = {.name = "fc1",
+                                       .computes = "gelu_output = gelu_tanh(fc1_output = "
+                                                   "hidden_state @ fc1_weight^T + fc1_bias)"}},
+                             {.info = {.name = "fc2", .computes = "output = gelu_output @ fc2_weight^T + fc2_bias"}}};
+    steps[0].a = args->hidden_state;
+    steps[0].b = cvf_matrix_transpose(args->fc1_weight);
+    steps[0].c = args->gelu_output;
+    steps[0].epilogue = (cvf_epilogue){CVF_ACTIVATION_GELU_TANH, &args->fc1_bias, NULL, &args->fc1_output, NULL};
+    steps[1].a = args->gelu_output;
+    steps[1].b = cvf_matrix_transpose(args->fc2_weight);
+    steps[1].c = args->output;
+    steps[1].epilogue = (cvf_epilogue){CVF_ACTIVATION_NONE, &args->fc2_bias, NULL, NULL, NULL};
+    void *workspace;
+    cvf_status status = cvf_workspace_reserve(ctx, steps_workspace(ctx, steps, 2), "mlp forward", &workspace);
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    return be->matmul(ctx, &args->gelu_output, &fc2_weight_t, &args->output, &fc2);
+    return run_steps(ctx, steps, 2, workspace);
 }
 
-/* The core's backward: K1 (fused GEMM + GELU' + grad_fc1_bias), K2-1..3 plain GEMMs, K3 reduction. */
+/* The core's backward: the steps of cvf_mlp_backward_steps (K1 fused, K2-1..3, K3), with
+ * grad_fc1_output at the start of the workspace and the kernels' scratch after it. */
 static cvf_status compose_backward(cvf_context *ctx, const cvf_mlp_backward_args *args, const int64_t dims[4])
 {
     const cvf_backend *be = ctx->backend;
     int64_t elements;
     size_t bytes;
     if (__builtin_mul_overflow(dims[DIM_S], dims[DIM_I], &elements) ||
-        __builtin_mul_overflow((size_t)elements, cvf_dtype_size(be->accumulate_dtype), &bytes))
+        __builtin_mul_overflow((size_t)elements, cvf_dtype_size(be->accumulate_dtype), &bytes) || bytes > SIZE_MAX / 2)
         return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "grad_fc1_output workspace: S x I = %lld x %lld overflows",
                         (long long)dims[DIM_S], (long long)dims[DIM_I]);
-    void *workspace = bytes ? malloc(bytes) : NULL;
-    if (bytes && !workspace)
-        return cvf_fail(ctx, CVF_STATUS_OUT_OF_MEMORY, "grad_fc1_output workspace: could not allocate %zu bytes",
-                        bytes);
-    cvf_matrix grad_fc1_output = cvf_matrix_row_major(workspace, be->accumulate_dtype, dims[DIM_S], dims[DIM_I]);
-    cvf_matrix grad_fc1_output_t = cvf_matrix_transpose(grad_fc1_output);
-    cvf_matrix grad_output_t = cvf_matrix_transpose(args->grad_output);
-    cvf_epilogue k1 = {CVF_ACTIVATION_DGELU_TANH, NULL, &args->fc1_output, NULL, &args->grad_fc1_bias};
-    cvf_epilogue plain = {CVF_ACTIVATION_NONE, NULL, NULL, NULL, NULL};
-
-    cvf_status status = be->matmul(ctx, &args->grad_output, &args->fc2_weight, &grad_fc1_output, &k1);
-    if (status == CVF_STATUS_SUCCESS)
-        status = be->matmul(ctx, &grad_output_t, &args->gelu_output, &args->grad_fc2_weight, &plain);
-    if (status == CVF_STATUS_SUCCESS)
-        status = be->matmul(ctx, &grad_fc1_output_t, &args->hidden_state, &args->grad_fc1_weight, &plain);
-    if (status == CVF_STATUS_SUCCESS)
-        status = be->matmul(ctx, &grad_fc1_output, &args->fc1_weight, &args->grad_hidden_state, &plain);
-    if (status == CVF_STATUS_SUCCESS)
-        status = be->column_sum(ctx, &args->grad_output, &args->grad_fc2_bias);
-    free(workspace);
-    return status;
+    cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, be->accumulate_dtype, dims[DIM_S], dims[DIM_I]);
+    cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
+    int count = cvf_mlp_backward_steps(args, &grad_fc1_output, steps);
+    size_t held = cvf_round_up_64(bytes), scratch = steps_workspace(ctx, steps, count);
+    if (scratch > SIZE_MAX - held)
+        return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "mlp backward: workspace size overflows");
+    void *workspace;
+    cvf_status status =
+        cvf_workspace_reserve(ctx, held + scratch, "mlp backward (grad_fc1_output + scratch)", &workspace);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    grad_fc1_output.data = workspace;
+    count = cvf_mlp_backward_steps(args, &grad_fc1_output, steps);
+    return run_steps(ctx, steps, count, workspace ? (char *)workspace + held : NULL);
 }
 
 cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)

@@ -1,89 +1,126 @@
 /*
  * The MLP backward plan: which kernels run, what rides in their epilogues, how many bytes each
- * moves and what the fusion saves against the seed's unfused plan. The plan describes exactly
- * what cvf_mlp_backward runs on the same context (compose_backward in mlp.c, or the backend's
- * own path).
+ * moves and what the fusion saves against an unfused run. The steps come from one function,
+ * cvf_mlp_backward_steps, which also gives cvf_mlp_backward (mlp.c) the operands it runs: what
+ * the plan says is what runs.
  */
 #include <stdarg.h>
 #include <stdio.h>
 
 #include "core/internal.h"
 
-/* Appends a kernel to the plan. */
-static void add_kernel(cvf_mlp_plan *plan, cvf_kernel_info kernel)
+/* Bytes of the elements of a matrix view. */
+static uint64_t matrix_bytes(const cvf_matrix *m)
 {
-    plan->kernels[plan->kernel_count++] = kernel;
-    plan->bytes_total += kernel.bytes;
+    return (uint64_t)m->rows * (uint64_t)m->cols * cvf_dtype_size(m->dtype);
 }
 
-/* Appends a saving to the plan. */
-static void add_saving(cvf_mlp_plan *plan, const char *what, uint64_t bytes)
+/* Bytes of the elements of a vector view (0 for a NULL view). */
+static uint64_t vector_bytes(const cvf_vector *v)
+{
+    return v ? (uint64_t)v->length * cvf_dtype_size(v->dtype) : 0;
+}
+
+/* Fills a step's shape, FLOPs and minimum bytes moved from its operands. */
+static void measure_step(cvf_mlp_step *step)
+{
+    cvf_kernel_info *info = &step->info;
+    const cvf_epilogue *ep = &step->epilogue;
+    if (info->kind == CVF_KERNEL_REDUCTION) {
+        info->m = step->a.rows;
+        info->n = step->a.cols;
+        info->k = 0;
+        info->flops = (uint64_t)step->a.rows * (uint64_t)step->a.cols;
+        info->bytes = matrix_bytes(&step->a) + vector_bytes(&step->out);
+        return;
+    }
+    info->m = step->c.rows;
+    info->n = step->c.cols;
+    info->k = step->a.cols;
+    info->flops = 2 * (uint64_t)info->m * (uint64_t)info->n * (uint64_t)info->k;
+    info->bytes = matrix_bytes(&step->a) + matrix_bytes(&step->b) + matrix_bytes(&step->c) + vector_bytes(ep->bias) +
+                  (ep->aux_in ? matrix_bytes(ep->aux_in) : 0) + (ep->aux_out ? matrix_bytes(ep->aux_out) : 0) +
+                  vector_bytes(ep->bias_grad);
+}
+
+/* A GEMM step c = epilogue(a @ b). */
+static cvf_mlp_step gemm_step(const char *name, const char *computes, const char *fused, cvf_matrix a, cvf_matrix b,
+                              cvf_matrix c, cvf_epilogue epilogue)
+{
+    cvf_mlp_step step = {.info = {name, computes, fused, fused[0] ? CVF_KERNEL_FUSED_GEMM : CVF_KERNEL_GEMM},
+                         .a = a,
+                         .b = b,
+                         .c = c,
+                         .epilogue = epilogue};
+    measure_step(&step);
+    return step;
+}
+
+int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps)
+{
+    const cvf_epilogue plain = {CVF_ACTIVATION_NONE, NULL, NULL, NULL, NULL};
+    const cvf_epilogue k1 = {CVF_ACTIVATION_DGELU_TANH, NULL, &args->fc1_output, NULL, &args->grad_fc1_bias};
+    steps[0] = gemm_step("K1", "grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output)",
+                         "x gelu_tanh'(fc1_output) on the fp32 tile; grad_fc1_bias column sums", args->grad_output,
+                         args->fc2_weight, *grad_fc1_output, k1);
+    steps[1] = gemm_step("K2-1", "grad_fc2_weight = grad_output^T @ gelu_output", "",
+                         cvf_matrix_transpose(args->grad_output), args->gelu_output, args->grad_fc2_weight, plain);
+    steps[2] = gemm_step("K2-2", "grad_fc1_weight = grad_fc1_output^T @ hidden_state", "",
+                         cvf_matrix_transpose(*grad_fc1_output), args->hidden_state, args->grad_fc1_weight, plain);
+    steps[3] = gemm_step("K2-3", "grad_hidden_state = grad_fc1_output @ fc1_weight", "", *grad_fc1_output,
+                         args->fc1_weight, args->grad_hidden_state, plain);
+    steps[4] = (cvf_mlp_step){.info = {"K3", "grad_fc2_bias = grad_output.sum(0)", "", CVF_KERNEL_REDUCTION},
+                              .a = args->grad_output,
+                              .out = args->grad_fc2_bias};
+    measure_step(&steps[4]);
+    return 5;
+}
+
+/* Views of the shape's tensors with no data: what the plan measures. */
+static cvf_mlp_backward_args shape_only_args(const cvf_mlp_shape *shape)
+{
+    int64_t S = shape->tokens, H = shape->hidden, I = shape->intermediate;
+    cvf_dtype e = shape->dtype;
+    cvf_mlp_backward_args args = {
+        .grad_output = cvf_matrix_row_major(NULL, e, S, H),
+        .hidden_state = cvf_matrix_row_major(NULL, e, S, H),
+        .fc1_weight = cvf_matrix_row_major(NULL, e, I, H),
+        .fc2_weight = cvf_matrix_row_major(NULL, e, H, I),
+        .fc1_output = cvf_matrix_row_major(NULL, e, S, I),
+        .gelu_output = cvf_matrix_row_major(NULL, e, S, I),
+        .grad_hidden_state = cvf_matrix_row_major(NULL, e, S, H),
+        .grad_fc1_weight = cvf_matrix_row_major(NULL, e, I, H),
+        .grad_fc1_bias = cvf_vector_dense(NULL, e, I),
+        .grad_fc2_weight = cvf_matrix_row_major(NULL, e, H, I),
+        .grad_fc2_bias = cvf_vector_dense(NULL, e, H),
+    };
+    return args;
+}
+
+/* Appends a saving (or, when negative, a cost) to the plan. */
+static void add_saving(cvf_mlp_plan *plan, const char *what, int64_t bytes)
 {
     plan->savings[plan->saving_count++] = (cvf_plan_saving){what, bytes};
     plan->bytes_saved += bytes;
 }
 
-/* A GEMM kernel of shape m x n x k reading A and B and writing C with the given element sizes. */
-static cvf_kernel_info gemm_kernel(const char *name, cvf_kernel_kind kind, const char *computes, const char *fused,
-                                   int64_t m, int64_t n, int64_t k, uint64_t extra_bytes, size_t a_size, size_t b_size,
-                                   size_t c_size)
+/*
+ * What the fused plan saves against an unfused execution of the same seven operations with
+ * every tensor in the storage dtype: grad_gelu_output stored by its GEMM and read back by a
+ * separate GELU' pass, a separate pass over grad_fc1_output for its bias gradient, and the
+ * transposed copies the seed makes. The wider workspace is a cost.
+ */
+static void add_savings(cvf_mlp_plan *plan)
 {
-    uint64_t um = (uint64_t)m, un = (uint64_t)n, uk = (uint64_t)k;
-    cvf_kernel_info info = {name,
-                            computes,
-                            fused,
-                            kind,
-                            m,
-                            n,
-                            k,
-                            2 * um * un * uk,
-                            um * uk * a_size + uk * un * b_size + um * un * c_size + extra_bytes};
-    return info;
-}
-
-/* The plan of the core's composition: K1 fused, three plain GEMMs, one reduction. */
-static void build_fused_plan(cvf_mlp_plan *plan)
-{
-    uint64_t S = (uint64_t)plan->shape.tokens, H = (uint64_t)plan->shape.hidden, I = (uint64_t)plan->shape.intermediate;
-    size_t e = cvf_dtype_size(plan->shape.dtype), w = cvf_dtype_size(plan->workspace_dtype);
-    const size_t f32 = 4;
-    add_kernel(plan, gemm_kernel("K1", CVF_KERNEL_FUSED_GEMM,
-                                 "grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output)",
-                                 "x gelu_tanh'(fc1_output) on the fp32 tile; grad_fc1_bias column sums", (int64_t)S,
-                                 (int64_t)I, (int64_t)H, S * I * e + I * f32, e, e, w));
-    add_kernel(plan, gemm_kernel("K2-1", CVF_KERNEL_GEMM, "grad_fc2_weight = grad_output^T @ gelu_output", "",
-                                 (int64_t)H, (int64_t)I, (int64_t)S, 0, e, e, e));
-    add_kernel(plan, gemm_kernel("K2-2", CVF_KERNEL_GEMM, "grad_fc1_weight = grad_fc1_output^T @ hidden_state", "",
-                                 (int64_t)I, (int64_t)H, (int64_t)S, 0, w, e, e));
-    add_kernel(plan, gemm_kernel("K2-3", CVF_KERNEL_GEMM, "grad_hidden_state = grad_fc1_output @ fc1_weight", "",
-                                 (int64_t)S, (int64_t)H, (int64_t)I, 0, w, e, e));
-    cvf_kernel_info k3 = {"K3",
-                          "grad_fc2_bias = grad_output.sum(0)",
-                          "",
-                          CVF_KERNEL_REDUCTION,
-                          (int64_t)S,
-                          (int64_t)H,
-                          0,
-                          S * H,
-                          S * H * e + H * e};
-    add_kernel(plan, k3);
-
-    add_saving(plan, "grad_gelu_output (S x I) never written to memory and read back (K1 fusion)", 2 * S * I * e);
-    add_saving(plan, "grad_fc1_bias summed in K1's epilogue: no separate pass over grad_fc1_output", S * I * w);
+    int64_t S = plan->shape.tokens, H = plan->shape.hidden, I = plan->shape.intermediate;
+    int64_t e = (int64_t)cvf_dtype_size(plan->shape.dtype), w = (int64_t)cvf_dtype_size(plan->workspace_dtype);
+    add_saving(plan, "grad_gelu_output (S x I) never stored and read back: GELU' runs in K1's epilogue", 2 * S * I * e);
+    add_saving(plan, "grad_fc1_bias summed in K1's epilogue: no separate pass over grad_fc1_output", S * I * e);
     add_saving(plan, "grad_output^T and grad_fc1_output^T read in place: no transposed copies",
-               2 * S * H * e + 2 * S * I * w);
-}
-
-/* The plan of a backend that runs the whole backward itself, unfused (the float64 oracle). */
-static void build_reference_plan(cvf_mlp_plan *plan)
-{
-    uint64_t S = (uint64_t)plan->shape.tokens, H = (uint64_t)plan->shape.hidden, I = (uint64_t)plan->shape.intermediate;
-    cvf_kernel_info all = {"REF",      "all seven operations in float64, unfused: the test oracle",
-                           "",         CVF_KERNEL_GEMM,
-                           (int64_t)S, (int64_t)(H + I),
-                           (int64_t)I, 8 * S * H * I,
-                           0};
-    add_kernel(plan, all);
+               2 * S * H * e + 2 * S * I * e);
+    if (w != e)
+        add_saving(plan, "cost: grad_fc1_output kept in the wider accumulation dtype (written once, read twice)",
+                   -3 * S * I * (w - e));
 }
 
 void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
@@ -92,10 +129,38 @@ void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_
     plan->shape = *shape;
     plan->device = ctx->device;
     plan->workspace_dtype = ctx->backend->accumulate_dtype;
-    if (ctx->backend->mlp_backward)
-        build_reference_plan(plan);
-    else
-        build_fused_plan(plan);
+    if (ctx->backend->mlp_backward) { /* the backend's own path: the float64 oracle, unfused */
+        uint64_t S = (uint64_t)shape->tokens, H = (uint64_t)shape->hidden, I = (uint64_t)shape->intermediate;
+        plan->kernel_count = 1;
+        plan->kernels[0] = (cvf_kernel_info){"REF",
+                                             "all seven operations in float64, unfused: the test oracle",
+                                             "",
+                                             CVF_KERNEL_GEMM,
+                                             shape->tokens,
+                                             shape->hidden + shape->intermediate,
+                                             shape->intermediate,
+                                             8 * S * H * I,
+                                             0};
+        return;
+    }
+    cvf_mlp_backward_args args = shape_only_args(shape);
+    cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, plan->workspace_dtype, shape->tokens, shape->intermediate);
+    cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
+    plan->kernel_count = cvf_mlp_backward_steps(&args, &grad_fc1_output, steps);
+    for (int32_t i = 0; i < plan->kernel_count; i++) {
+        plan->kernels[i] = steps[i].info;
+        plan->bytes_total += steps[i].info.bytes;
+    }
+    add_savings(plan);
+}
+
+/* True when the plan's counters cannot overflow: 8 S H I, and 8 x each tensor's elements. */
+static bool plan_counters_fit(const cvf_mlp_shape *shape)
+{
+    int64_t S = shape->tokens, H = shape->hidden, I = shape->intermediate, t;
+    return !(__builtin_mul_overflow(S, H, &t) || __builtin_mul_overflow(t, I, &t) || __builtin_mul_overflow(t, 8, &t) ||
+             __builtin_mul_overflow(S, I, &t) || __builtin_mul_overflow(t, 8, &t) || __builtin_mul_overflow(S, H, &t) ||
+             __builtin_mul_overflow(t, 8, &t) || __builtin_mul_overflow(H, I, &t) || __builtin_mul_overflow(t, 8, &t));
 }
 
 cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
@@ -113,12 +178,10 @@ cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, c
     if (!ctx->backend->supports_dtype(shape->dtype))
         return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "shape.dtype: %s is not supported on the %s device",
                         cvf_dtype_name(shape->dtype), cvf_device_name(ctx->device));
-    /* 8 S H I must fit the 64-bit FLOP counter */
-    uint64_t flops;
-    if (__builtin_mul_overflow((uint64_t)shape->tokens, (uint64_t)shape->hidden, &flops) ||
-        __builtin_mul_overflow(flops, (uint64_t)shape->intermediate, &flops) ||
-        __builtin_mul_overflow(flops, (uint64_t)8, &flops))
-        return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "shape: 8 S H I does not fit in 64 bits");
+    if (!plan_counters_fit(shape))
+        return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW,
+                        "shape: S=%lld H=%lld I=%lld: 8 S H I FLOPs or 8-byte tensor sizes do not fit in 63 bits",
+                        (long long)shape->tokens, (long long)shape->hidden, (long long)shape->intermediate);
     cvf_mlp_plan_build(ctx, shape, plan);
     return CVF_STATUS_SUCCESS;
 }
@@ -142,6 +205,18 @@ static void sink_printf(text_sink *sink, const char *format, ...)
     va_end(args);
     if (n > 0)
         sink->length += (size_t)n;
+}
+
+/* Returns count limited to [0, most]: a caller's plan may hold anything. */
+static int32_t clamp_count(int32_t count, int32_t most)
+{
+    return count < 0 ? 0 : count > most ? most : count;
+}
+
+/* Returns text, or "-" for NULL. */
+static const char *text_or_dash(const char *text)
+{
+    return text ? text : "-";
 }
 
 /* Returns a short name of a kernel kind. */
@@ -170,25 +245,29 @@ size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
                 cvf_dtype_name(s->dtype), cvf_dtype_name(plan->workspace_dtype));
     sink_printf(&sink, "  %-5s %-10s %24s %9s %10s  %s\n", "", "kind", "m x n x k (rows x cols)", "GFLOP", "MB moved",
                 "computes");
-    for (int32_t i = 0; i < plan->kernel_count; i++) {
+    int32_t kernels = clamp_count(plan->kernel_count, CVF_PLAN_MAX_KERNELS);
+    for (int32_t i = 0; i < kernels; i++) {
         const cvf_kernel_info *k = &plan->kernels[i];
         char shape[64];
         if (k->kind == CVF_KERNEL_REDUCTION)
             snprintf(shape, sizeof shape, "%lld x %lld", (long long)k->m, (long long)k->n);
         else
             snprintf(shape, sizeof shape, "%lld x %lld x %lld", (long long)k->m, (long long)k->n, (long long)k->k);
-        sink_printf(&sink, "  %-5s %-10s %24s %9.3f %10.2f  %s\n", k->name, kind_name(k->kind), shape,
-                    (double)k->flops * 1e-9, (double)k->bytes * 1e-6, k->computes);
-        if (k->fused[0])
+        sink_printf(&sink, "  %-5s %-10s %24s %9.3f %10.2f  %s\n", text_or_dash(k->name), kind_name(k->kind), shape,
+                    (double)k->flops * 1e-9, (double)k->bytes * 1e-6, text_or_dash(k->computes));
+        if (k->fused && k->fused[0])
             sink_printf(&sink, "  %-5s %-10s %24s %9s %10s  fused epilogue: %s\n", "", "", "", "", "", k->fused);
     }
     sink_printf(&sink, "  total: %.2f MB moved", (double)plan->bytes_total * 1e-6);
-    if (plan->saving_count == 0) {
+    int32_t savings = clamp_count(plan->saving_count, CVF_PLAN_MAX_SAVINGS);
+    if (savings == 0) {
         sink_printf(&sink, "; nothing fused\n");
         return sink.length;
     }
-    sink_printf(&sink, ", %.2f MB saved against the seed's unfused plan:\n", (double)plan->bytes_saved * 1e-6);
-    for (int32_t i = 0; i < plan->saving_count; i++)
-        sink_printf(&sink, "    %10.2f MB  %s\n", (double)plan->savings[i].bytes * 1e-6, plan->savings[i].what);
+    sink_printf(&sink, "; %.2f MB saved (net) against an unfused run of the seven operations:\n",
+                (double)plan->bytes_saved * 1e-6);
+    for (int32_t i = 0; i < savings; i++)
+        sink_printf(&sink, "    %+10.2f MB  %s\n", (double)plan->savings[i].bytes * 1e-6,
+                    text_or_dash(plan->savings[i].what));
     return sink.length;
 }

@@ -1,4 +1,4 @@
-/* GEMM-family entry points: validate, then dispatch to the context's backend. */
+/* GEMM-family entry points: validate, reserve the workspace, then dispatch to the backend. */
 #include "core/internal.h"
 
 cvf_status cvf_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
@@ -11,7 +11,12 @@ cvf_status cvf_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b
     if (status != CVF_STATUS_SUCCESS)
         return status;
     static const cvf_epilogue plain = {CVF_ACTIVATION_NONE, NULL, NULL, NULL, NULL};
-    return ctx->backend->matmul(ctx, a, b, c, epilogue ? epilogue : &plain);
+    const cvf_epilogue *ep = epilogue ? epilogue : &plain;
+    void *workspace;
+    status = cvf_workspace_reserve(ctx, ctx->backend->matmul_workspace(ctx, c, ep), "matmul", &workspace);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    return ctx->backend->matmul(ctx, a, b, c, ep, workspace);
 }
 
 cvf_status cvf_matmul_relu(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c)
@@ -32,5 +37,9 @@ cvf_status cvf_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vecto
         (status = cvf_check_vector_length(ctx, "out", out, x->cols, "x.cols")) ||
         (status = cvf_check_aliasing(ctx, operands, 2)))
         return status;
-    return ctx->backend->column_sum(ctx, x, out);
+    void *workspace;
+    status = cvf_workspace_reserve(ctx, ctx->backend->column_sum_workspace(ctx, x), "column sum", &workspace);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    return ctx->backend->column_sum(ctx, x, out, workspace);
 }

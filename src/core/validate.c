@@ -25,6 +25,17 @@ static cvf_status check_dtype(cvf_context *ctx, const char *name, cvf_dtype dtyp
     return CVF_STATUS_SUCCESS;
 }
 
+/* Checks that a non-empty view's data pointer is aligned to its element size (loads of
+ * misaligned elements are undefined behaviour in C, and slow or faulting on some machines). */
+static cvf_status check_alignment(cvf_context *ctx, const char *name, const void *data, cvf_dtype dtype)
+{
+    size_t size = cvf_dtype_size(dtype);
+    if (data && (uintptr_t)data % size != 0)
+        return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "%s: data pointer %p is not aligned to the %zu-byte size of %s",
+                        name, data, size, cvf_dtype_name(dtype));
+    return CVF_STATUS_SUCCESS;
+}
+
 /*
  * Computes the byte span of a view with up to two dimensions (a vector passes count1 = 1).
  * Returns SIZE_OVERFLOW when the last element's offset, the byte count or the end address does
@@ -101,6 +112,8 @@ cvf_status cvf_check_matrix(cvf_context *ctx, const char *name, const cvf_matrix
     if (!empty && !m->data)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "%s: data is NULL for a non-empty (%lld x %lld) view", name,
                         (long long)m->rows, (long long)m->cols);
+    if (!empty && (status = check_alignment(ctx, name, m->data, m->dtype)))
+        return status;
     status =
         view_span(ctx, name, m->data, cvf_dtype_size(m->dtype), m->rows, m->row_stride, m->cols, m->col_stride, span);
     if (status != CVF_STATUS_SUCCESS)
@@ -128,6 +141,8 @@ cvf_status cvf_check_vector(cvf_context *ctx, const char *name, const cvf_vector
     if (v->length > 0 && !v->data)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "%s: data is NULL for a vector of length %lld", name,
                         (long long)v->length);
+    if (v->length > 0 && (status = check_alignment(ctx, name, v->data, v->dtype)))
+        return status;
     status = view_span(ctx, name, v->data, cvf_dtype_size(v->dtype), v->length, v->stride, 1, 0, span);
     if (status != CVF_STATUS_SUCCESS)
         return status;
@@ -156,7 +171,9 @@ cvf_status cvf_check_vector_length(cvf_context *ctx, const char *name, const cvf
                     (long long)v->length, expected, (long long)length);
 }
 
-/* True when two non-empty spans share at least one byte. */
+/* True when the byte ranges [first, last element] of two non-empty views intersect. This is
+ * conservative for interleaved strided views (two outputs in alternate elements of one array are
+ * rejected though they share no byte), and exact for everything else. */
 static bool spans_overlap(cvf_span x, cvf_span y)
 {
     return x.begin < x.end && y.begin < y.end && x.begin < y.end && y.begin < x.end;

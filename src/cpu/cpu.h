@@ -4,11 +4,17 @@
 
 #include "core/internal.h"
 
-/* C = epilogue(A @ B) on validated views; see gemm.c. */
-cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                          const cvf_epilogue *ep);
+/* Bytes of workspace cvf_cpu_matmul needs for this output and epilogue; see gemm.c. */
+size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep);
 
-/* out = column sums of x on validated views; see reduce.c. */
-cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out);
+/* C = epilogue(A @ B) on validated views, with cvf_cpu_matmul_workspace bytes of workspace. */
+cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                          const cvf_epilogue *ep, void *workspace);
+
+/* Bytes of workspace cvf_cpu_column_sum needs; see reduce.c. */
+size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x);
+
+/* out = column sums of x on validated views, with cvf_cpu_column_sum_workspace bytes of workspace. */
+cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
 
 #endif /* CVF_CPU_CPU_H */

@@ -10,7 +10,6 @@
  * combined in row-block order: the sums do not depend on the thread count.
  */
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
@@ -130,10 +129,12 @@ static float gelu_f32(float x)
     return x / (1.0f + expf(-2.0f * gelu_u(x)));
 }
 
-/* gelu_tanh'(x) in fp32. */
+/* gelu_tanh'(x) in fp32; beyond |x| = 1e10 its limit, 1 or 0 (x * x would overflow). */
 static float gelu_derivative_f32(float x)
 {
     const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
+    if (fabsf(x) > 1e10f)
+        return x > 0.0f ? 1.0f : 0.0f;
     float u = gelu_u(x);
     float s = 1.0f / (1.0f + expf(-2.0f * u));
     float one_minus_s = 1.0f / (1.0f + expf(2.0f * u));
@@ -219,24 +220,27 @@ static void combine_partials(const gemm_job *job)
     }
 }
 
-cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                          const cvf_epilogue *ep)
+/* Bytes of the per-thread scratch (packing buffers, accumulator tile). */
+static size_t scratch_bytes(const cvf_context *ctx)
 {
-    gemm_job job = {a, b, c, ep, c->rows, c->cols, a->cols, ceil_div(c->rows, MC), ceil_div(c->cols, NC), NULL, NULL};
-    int32_t threads = cvf_threadpool_size(ctx->pool);
-    size_t scratch_bytes = sizeof(float) * SCRATCH_FLOATS * (size_t)threads;
-    job.scratch = aligned_alloc(64, (scratch_bytes + 63) / 64 * 64);
+    return cvf_round_up_64(sizeof(float) * SCRATCH_FLOATS * (size_t)cvf_threadpool_size(ctx->pool));
+}
+
+size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep)
+{
+    size_t partials = ep->bias_grad ? sizeof(float) * (size_t)(ceil_div(c->rows, MC) * c->cols) : 0;
+    return scratch_bytes(ctx) + cvf_round_up_64(partials);
+}
+
+cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                          const cvf_epilogue *ep, void *workspace)
+{
+    gemm_job job = {a,         b,   c, ep, c->rows, c->cols, a->cols, ceil_div(c->rows, MC), ceil_div(c->cols, NC),
+                    workspace, NULL};
     if (ep->bias_grad)
-        job.partials = malloc(sizeof(float) * (size_t)(job.row_blocks * job.n + 1));
-    if (!job.scratch || (ep->bias_grad && !job.partials)) {
-        free(job.scratch);
-        free(job.partials);
-        return cvf_fail(ctx, CVF_STATUS_OUT_OF_MEMORY, "cpu matmul: could not allocate packing buffers");
-    }
+        job.partials = (float *)((char *)workspace + scratch_bytes(ctx));
     cvf_threadpool_run(ctx->pool, job.row_blocks * job.col_blocks, gemm_task, &job);
     if (ep->bias_grad)
         combine_partials(&job);
-    free(job.scratch);
-    free(job.partials);
     return CVF_STATUS_SUCCESS;
 }

@@ -2,8 +2,6 @@
  * Column sums (the K3 "bias gradient" reduction). Each task owns a block of columns and sums all
  * rows of it in row order, so the result does not depend on the thread count.
  */
-#include <stdlib.h>
-
 #include "cpu/convert.h"
 #include "cpu/cpu.h"
 
@@ -34,13 +32,15 @@ static void sum_task(void *arg, int64_t task, int32_t thread)
     cvf_cpu_store_run(job->out->data, job->out->dtype, (j0)*job->out->stride, job->out->stride, nc, run);
 }
 
-cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out)
+size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 {
-    int32_t threads = cvf_threadpool_size(ctx->pool);
-    sum_job job = {x, out, malloc(sizeof(float) * COLUMNS_PER_TASK * (size_t)threads)};
-    if (!job.scratch)
-        return cvf_fail(ctx, CVF_STATUS_OUT_OF_MEMORY, "cpu column sum: could not allocate a buffer");
+    (void)x;
+    return cvf_round_up_64(sizeof(float) * COLUMNS_PER_TASK * (size_t)cvf_threadpool_size(ctx->pool));
+}
+
+cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace)
+{
+    sum_job job = {x, out, workspace};
     cvf_threadpool_run(ctx->pool, (x->cols + COLUMNS_PER_TASK - 1) / COLUMNS_PER_TASK, sum_task, &job);
-    free(job.scratch);
     return CVF_STATUS_SUCCESS;
 }

@@ -35,13 +35,32 @@ static double load(const void *data, cvf_dtype dtype, int64_t offset)
     return NAN;
 }
 
-/* Writes value at offset of data, rounded to dtype (16-bit types via binary32). */
+/*
+ * Rounds a double to binary32 "to odd": truncate, then set the last bit when anything was cut.
+ * Rounding that to a 16-bit format with nearest-even gives the correctly rounded result (the
+ * binary32 keeps more than two extra bits), so the oracle has no double-rounding error.
+ */
+static float round_to_odd_f32(double value)
+{
+    float f = (float)value;
+    if (!isfinite(f) || (double)f == value)
+        return f;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    if (fabs((double)f) > fabs(value))
+        bits--; /* rounded away from zero: step back toward it */
+    bits |= 1u;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Writes value at offset of data, correctly rounded to dtype. */
 static void store(void *data, cvf_dtype dtype, int64_t offset, double value)
 {
     switch (dtype) {
     case CVF_F32: ((float *)data)[offset] = (float)value; break;
-    case CVF_F16: ((uint16_t *)data)[offset] = cvf_f32_to_f16((float)value); break;
-    case CVF_BF16: ((uint16_t *)data)[offset] = cvf_f32_to_bf16((float)value); break;
+    case CVF_F16: ((uint16_t *)data)[offset] = cvf_f32_to_f16(round_to_odd_f32(value)); break;
+    case CVF_BF16: ((uint16_t *)data)[offset] = cvf_f32_to_bf16(round_to_odd_f32(value)); break;
     case CVF_F64: ((double *)data)[offset] = value; break;
     }
 }
@@ -144,11 +163,22 @@ static double gelu(double x)
     return 0.5 * x * (1.0 + tanh(CVF_GELU_K * (x + CVF_GELU_C * x * x * x)));
 }
 
-/* d/dx gelu_tanh(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). */
+/* d/dx gelu_tanh(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). Beyond
+ * |x| = 1e10 it is its limit, 1 or 0, exactly (the formula would give inf * 0 there). */
 static double gelu_derivative(double x)
 {
+    if (fabs(x) > 1e10)
+        return x > 0.0 ? 1.0 : 0.0;
     double t = tanh(CVF_GELU_K * (x + CVF_GELU_C * x * x * x));
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * CVF_GELU_K * (1.0 + 3.0 * CVF_GELU_C * x * x);
+}
+
+/* Adds the rows of d into out, a (1 x d->cols) array. */
+static void add_column_sums(dense *out, const dense *d)
+{
+    for (int64_t i = 0; i < d->rows; i++)
+        for (int64_t j = 0; j < d->cols; j++)
+            out->v[j] += d->v[i * d->cols + j];
 }
 
 /* Sums the rows of d into a new (1 x cols) array. */
@@ -156,9 +186,7 @@ static bool column_sums(dense *out, const dense *d)
 {
     if (!dense_alloc(out, 1, d->cols))
         return false;
-    for (int64_t i = 0; i < d->rows; i++)
-        for (int64_t j = 0; j < d->cols; j++)
-            out->v[j] += d->v[i * d->cols + j];
+    add_column_sums(out, d);
     return true;
 }
 
@@ -174,7 +202,8 @@ static cvf_status apply_epilogue(cvf_context *ctx, dense *x, const cvf_matrix *c
     enum { BIAS, AUX_IN, SUMS, COUNT };
     dense t[COUNT] = {{0}};
     bool ok = (!ep->bias || dense_from_vector(&t[BIAS], ep->bias)) &&
-              (!ep->aux_in || dense_from_matrix(&t[AUX_IN], ep->aux_in));
+              (!ep->aux_in || dense_from_matrix(&t[AUX_IN], ep->aux_in)) &&
+              (!ep->bias_grad || dense_alloc(&t[SUMS], 1, x->cols)); /* all memory before any store */
     if (!ok) {
         dense_free_all(t, COUNT);
         return out_of_memory(ctx);
@@ -196,10 +225,7 @@ static cvf_status apply_epilogue(cvf_context *ctx, dense *x, const cvf_matrix *c
         }
     dense_to_matrix(x, c);
     if (ep->bias_grad) {
-        if (!column_sums(&t[SUMS], x)) {
-            dense_free_all(t, COUNT);
-            return out_of_memory(ctx);
-        }
+        add_column_sums(&t[SUMS], x);
         dense_to_vector(&t[SUMS], ep->bias_grad);
     }
     dense_free_all(t, COUNT);
@@ -208,8 +234,9 @@ static cvf_status apply_epilogue(cvf_context *ctx, dense *x, const cvf_matrix *c
 
 /* C = epilogue(A @ B) in float64. */
 static cvf_status reference_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                   const cvf_epilogue *ep)
+                                   const cvf_epilogue *ep, void *workspace)
 {
+    (void)workspace; /* the oracle allocates its float64 copies itself */
     enum { A, B, C, COUNT };
     dense t[COUNT] = {{0}};
     if (!dense_from_matrix(&t[A], a) || !dense_from_matrix(&t[B], b) || !product(&t[C], &t[A], false, &t[B], false)) {
@@ -222,8 +249,9 @@ static cvf_status reference_matmul(cvf_context *ctx, const cvf_matrix *a, const 
 }
 
 /* out = column sums of x in float64. */
-static cvf_status reference_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out)
+static cvf_status reference_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace)
 {
+    (void)workspace;
     dense t[2] = {{0}};
     if (!dense_from_matrix(&t[0], x) || !column_sums(&t[1], &t[0])) {
         dense_free_all(t, 2);
@@ -293,11 +321,41 @@ static cvf_status reference_mlp_backward(cvf_context *ctx, const cvf_mlp_backwar
     return ok ? CVF_STATUS_SUCCESS : out_of_memory(ctx);
 }
 
+/* The oracle needs no workspace from the core. */
+static size_t reference_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep)
+{
+    (void)ctx, (void)c, (void)ep;
+    return 0;
+}
+
+/* The oracle needs no workspace from the core. */
+static size_t reference_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
+{
+    (void)ctx, (void)x;
+    return 0;
+}
+
+/* Host memory (never asked for: the workspace sizes are 0). */
+static void *reference_workspace_alloc(size_t bytes)
+{
+    return malloc(bytes);
+}
+
+/* Frees reference_workspace_alloc's memory. */
+static void reference_workspace_free(void *memory)
+{
+    free(memory);
+}
+
 const cvf_backend cvf_reference_backend = {
     .name = "reference",
     .accumulate_dtype = CVF_F64,
     .supports_dtype = reference_supports_dtype,
+    .workspace_alloc = reference_workspace_alloc,
+    .workspace_free = reference_workspace_free,
+    .matmul_workspace = reference_matmul_workspace,
     .matmul = reference_matmul,
+    .column_sum_workspace = reference_column_sum_workspace,
     .column_sum = reference_column_sum,
     .mlp_forward = reference_mlp_forward,
     .mlp_backward = reference_mlp_backward,
