@@ -3,9 +3,10 @@
 #
 # Covers help texts and exit codes (0 help, 1 runtime failure, 2 usage error, 3 check failure),
 # strict option parsing, small checked runs of every op in every dtype, the --json format,
-# .npy round trips (--outputs then --inputs), hand-written .npy files (Fortran order, '<f8'),
-# malformed and mismatched files, bench and explain. Small shapes only: runs in seconds, also
-# under AddressSanitizer. Prints "test_cli: N passed, M failed" last; exits 1 on any failure.
+# .npy round trips (--outputs then --inputs, the dtype taken from the files), hand-written .npy
+# files (Fortran order, '<f8'), malformed, mismatched and mixed-dtype files, a failed library call,
+# bench and explain. Small shapes only: runs in seconds, also under AddressSanitizer. Prints
+# "test_cli: N passed, M failed" last; exits 1 on any failure.
 set -u
 
 CLI=${1:?usage: test_cli.sh PATH_TO_CVFUSE}
@@ -118,6 +119,7 @@ test_help() {
     expect_has "exit status" "$OUT" "--help lists exit codes"
     expect_has "3  --check" "$OUT" "--help documents exit 3"
     expect_has "'<f4'" "$OUT" "--help documents bf16 files"
+    expect_has "a bf16 run is rerun with --dtype bf16" "$OUT" "--help says how to rerun a bf16 run"
     run help
     expect_rc 0 "help"
     expect_has "mlp-backward" "$OUT" "help lists the subcommands"
@@ -132,6 +134,7 @@ test_help() {
     run matmul-relu -h
     expect_rc 0 "matmul-relu -h"
     expect_has "a.npy (m, k)" "$OUT" "matmul-relu --help names the files"
+    expect_has "a bf16 run is rerun with '--inputs DIR --dtype bf16'" "$OUT" "matmul-relu --help on bf16 reruns"
     run mlp-backward --help
     expect_has "grad_fc1_bias.npy (I,)" "$OUT" "mlp-backward --help names the files"
     run --version
@@ -189,6 +192,16 @@ test_checked_runs() {
     run mlp-backward --S 5 --H 8 --I 16 --device reference --dtype f16 --check
     expect_rc 0 "mlp-backward on the reference device"
     expect_has "reference" "$OUT" "reference device in the table"
+    expect_has "note: --check with --device reference compares the float64 reference with itself" "$ERR" \
+        "--check on the reference device says it checks the oracle against itself"
+    expect_has "rounding of the outputs to f16" "$ERR" "the reference self-check note names the dtype"
+    run matmul-relu --m 5 --n 4 --k 3 --device reference --check --json
+    expect_rc 0 "matmul-relu --device reference --check --json"
+    expect_true "reference --check --json keys" json_lines op device dtype shape threads ms gflops rel_err ok
+    expect_has "compares the float64 reference with itself" "$ERR" "the self-check note goes to stderr with --json"
+    run mlp-forward "${MLP[@]}" --device reference
+    expect_rc 0 "mlp-forward on the reference device without --check"
+    if [ -z "$ERR" ]; then pass; else fail "reference device without --check wrote to stderr: $ERR"; fi
     run matmul-relu --m=7 --n=5 --k=3 --check
     expect_rc 0 "--name=value spelling"
     expect_has "m=7 n=5 k=3" "$OUT" "--name=value sets the shape"
@@ -260,12 +273,33 @@ test_round_trips() {
     expect_rc 0 "mlp-backward converts f2 files to bf16"
     expect_true "bf16 outputs written as <f4" grep -q "'descr': '<f4'" "$TMP/bw/grad_fc1_weight.npy"
 
+    test_dtype_round_trip matmul-relu f32 c "${MM[@]}"
+    test_dtype_round_trip mlp-forward f16 "fc1_output gelu_output output" "${MLP[@]}"
+    local grads="grad_hidden_state grad_fc1_weight grad_fc1_bias grad_fc2_weight grad_fc2_bias"
+    test_dtype_round_trip mlp-backward f16 "$grads" "${MLP[@]}"
+
     run mlp-backward "${MLP[@]}" --seed 5 --outputs "$TMP/s5a"
     run mlp-backward "${MLP[@]}" --seed 5 --outputs "$TMP/s5b"
     run mlp-backward "${MLP[@]}" --seed 6 --outputs "$TMP/s6"
     expect_true "same seed, same inputs" cmp -s "$TMP/s5a/gelu_output.npy" "$TMP/s5b/gelu_output.npy"
     expect_true "other seed, other inputs" test -s "$TMP/s6/grad_output.npy"
     expect_true "other seed, other inputs" bash -c "! cmp -s '$TMP/s5a/grad_output.npy' '$TMP/s6/grad_output.npy'"
+}
+
+# test_dtype_round_trip OP DTYPE "OUTPUTS" SHAPE...: OP run in DTYPE (not OP's default) with
+# --outputs, then rerun with --inputs and no --dtype, runs in DTYPE again (taken from the files)
+# and writes byte-identical OUTPUTS.
+test_dtype_round_trip() {
+    local op=$1 dtype=$2 outputs=$3 first=$TMP/rt_$1_$2 second=$TMP/rt_$1_$2_again f
+    shift 3
+    run "$op" "$@" --dtype "$dtype" --threads 2 --outputs "$first"
+    expect_rc 0 "$op --dtype $dtype --outputs"
+    run "$op" --inputs "$first" --threads 2 --outputs "$second" --check --json
+    expect_rc 0 "$op --inputs of a $dtype run"
+    expect_has "\"dtype\":\"$dtype\"" "$OUT" "$op --inputs takes the dtype $dtype from the files"
+    for f in $outputs; do
+        expect_true "$op $dtype rerun from the files gives the same $f.npy" cmp -s "$first/$f.npy" "$second/$f.npy"
+    done
 }
 
 test_handmade_files() {
@@ -283,18 +317,20 @@ test_handmade_files() {
     if [ "$values" = "1 0 4 5" ]; then pass; else fail "relu(a @ b) from hand-made files: got '$values'"; fi
     run matmul-relu --inputs "$fo" --dtype bf16 --check
     expect_rc 0 "Fortran-order file converted to bf16"
+    expect_usage "'<f8' file without --dtype" matmul-relu "$fo/b.npy: a '<f8' (float64) file needs --dtype" \
+        matmul-relu --inputs "$fo"
 
     # 300 * 300 overflows f16: the check must fail with exit 3 and null in the JSON.
     local ov=$TMP/overflow
     mkdir -p "$ov"
     write_npy "$ov/a.npy" '<f4' False '(1, 1)' '\x00\x00\x96\x43'
     cp "$ov/a.npy" "$ov/b.npy"
-    run matmul-relu --inputs "$ov" --check --json
+    run matmul-relu --inputs "$ov" --dtype f16 --check --json
     expect_rc 3 "out-of-tolerance output"
     expect_has '"rel_err":{"c":null},"ok":false' "$OUT" "non-finite rel_err written as null"
     expect_true "failing check JSON parses" json_lines op device dtype shape threads ms gflops rel_err ok
     expect_has "check failed" "$ERR" "check failure message"
-    run matmul-relu --inputs "$ov" --check
+    run matmul-relu --inputs "$ov" --dtype f16 --check
     expect_rc 3 "out-of-tolerance output (table)"
     expect_has "FAIL" "$OUT" "FAIL row"
 }
@@ -325,10 +361,49 @@ test_bad_files() {
     cp "$fw/hidden_state.npy" "$fw/fc1_bias.npy"
     expect_usage "matrix where a vector belongs" mlp-forward "fc1_bias.npy: expected 1 dimension" \
         mlp-forward --inputs "$fw"
+    local mixed=$TMP/mixed
+    run mlp-forward --S 5 --H 8 --I 16 --dtype f16 --outputs "$mixed"
+    cp "$fw/fc2_weight.npy" "$mixed/fc2_weight.npy"
+    expect_usage "files of mixed dtypes" mlp-forward \
+        "$mixed/fc2_weight.npy: dtype '<f4' (f32) does not match hidden_state.npy '<f2' (f16)" \
+        mlp-forward --inputs "$mixed"
+    run mlp-forward --inputs "$mixed" --dtype f32 --check
+    expect_rc 0 "files of mixed dtypes with --dtype"
     : >"$TMP/not_a_dir"
     run matmul-relu --m 4 --n 4 --k 4 --outputs "$TMP/not_a_dir/sub"
     expect_rc 1 "unwritable --outputs is a runtime failure"
     expect_has "not_a_dir/sub" "$ERR" "unwritable --outputs names the directory"
+}
+
+# ---- a failed library call -------------------------------------------------------------------------
+
+# A stack limit of 1 TiB makes every thread stack a 1 TiB mapping: 1024 of them cannot exist in
+# any address space, so cvf_context_create cannot start its workers and fails (out of memory).
+test_library_failure() {
+    if ! (ulimit -s 1073741824) 2>/dev/null; then
+        echo "test_cli: cannot raise the stack limit; the failed library call is not tested" >&2
+        return
+    fi
+    local json
+    for json in "" --json; do
+        run_limited matmul-relu --m 4 --n 4 --k 4 --threads 1024 $json
+        expect_rc 1 "cvf_context_create failing ${json:-(table)}"
+        expect_has "cvfuse matmul-relu: cvf_context_create failed: out of memory" "$ERR" \
+            "a failed library call prints its status ${json:-(table)}"
+        if [ -z "$OUT" ]; then pass; else fail "a failed library call wrote to stdout: $OUT"; fi
+    done
+}
+
+# run_limited ARGS...: run with the stack limit of test_library_failure.
+run_limited() {
+    (
+        ulimit -s 1073741824
+        run "$@"
+        printf '%s' "$RC" >"$TMP/rc"
+    )
+    RC=$(cat "$TMP/rc")
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
 }
 
 # ---- bench and explain ----------------------------------------------------------------------------
@@ -355,6 +430,7 @@ test_json
 test_round_trips
 test_handmade_files
 test_bad_files
+test_library_failure
 test_bench_explain
 
 echo "test_cli: $PASSED passed, $FAILED failed"

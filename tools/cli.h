@@ -205,7 +205,8 @@ int cli_set_random(cli_tensor_set *set, cvf_context *ctx, uint64_t seed);
 /* Reads every input from DIR/NAME.npy, derives the dimensions from the files (checked against
  * each other and against the dimension options given in args), converts to the set's dtype
  * (a file already of that dtype is used in place, Fortran order as a strided view), and
- * allocates the outputs. Returns a CLI_EXIT_* code, with a message naming the file. */
+ * allocates the outputs. Without --dtype in args the set's dtype is the files' instead: they
+ * must all be '<f2' or all '<f4'. Returns a CLI_EXIT_* code, with a message naming the file. */
 int cli_set_load(cli_tensor_set *set, const char *dir, const cli_args *args);
 
 /* Writes the tensors selected by which to DIR/NAME.npy (creating DIR when missing; bf16 is

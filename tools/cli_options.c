@@ -48,7 +48,7 @@ static const cli_option_spec OPTIONS[CLI_OPT_COUNT] = {
     [CLI_OPT_THREADS] = {"--threads", NULL, CLI_VALUE_INT, "N", "worker threads; 0 = one per core", 0, 1024},
     [CLI_OPT_SEED] = {"--seed", NULL, CLI_VALUE_INT, "N", "seed of the random inputs", 0, INT64_MAX},
     [CLI_OPT_INPUTS] = {"--inputs", NULL, CLI_VALUE_TEXT, "DIR",
-                        "read every input from DIR/NAME.npy; the shape comes from the files", 0, 0},
+                        "read every input from DIR/NAME.npy; shape and (without --dtype) dtype from the files", 0, 0},
     [CLI_OPT_OUTPUTS] = {"--outputs", NULL, CLI_VALUE_TEXT, "DIR",
                          "write the outputs (and generated random inputs) to DIR/NAME.npy", 0, 0},
     [CLI_OPT_CHECK] = {"--check", NULL, CLI_VALUE_FLAG, NULL, "compare every output with the float64 reference device",

@@ -30,21 +30,25 @@ static void print_op_help(FILE *out, const cli_op *op, uint32_t allowed)
     fprintf(out, "files (--inputs DIR, --outputs DIR) are named after the parameters:\n");
     cli_op_print_files(out, op);
     fprintf(out, "\nrandom inputs (without --inputs), deterministic from --seed:\n  %s.\n", op->inputs_help);
-    fprintf(out, "--inputs: the shape comes from the files (dimension options, when given, must agree);\n"
-                 "  '<f2', '<f4' and '<f8' files are converted to --dtype; a file already of that dtype is\n"
-                 "  used in place, a Fortran-order file as a transposed (strided) view.\n"
+    fprintf(out, "--inputs: the shape comes from the files (dimension options, when given, must agree), and\n"
+                 "  so does the dtype without --dtype: all '<f2' files run in f16, all '<f4' files in f32\n"
+                 "  ('<f8' or mixed files need --dtype). With --dtype, '<f2', '<f4' and '<f8' files are\n"
+                 "  converted to it. A file already of the run's dtype is used in place, a Fortran-order\n"
+                 "  file as a transposed (strided) view.\n"
                  "--outputs: writes the outputs, and the random inputs when they were generated, so that\n"
                  "  '--inputs DIR' reruns the same case. numpy has no bfloat16: bf16 tensors are written\n"
-                 "  as '<f4' (an exact widening).\n"
+                 "  as '<f4' (an exact widening), so a bf16 run is rerun with '--inputs DIR --dtype bf16'.\n"
                  "--check: relative Frobenius error of each output against the float64 reference device;\n");
-    fprintf(out, "  tolerance by dtype: f32 %g, f16 %g, bf16 %g; exit status 3 when one is above.\n",
+    fprintf(out,
+            "  tolerance by dtype: f32 %g, f16 %g, bf16 %g; exit status 3 when one is above.\n"
+            "  With --device reference it compares the reference with itself (a note says so).\n",
             cvft_tolerance(CVF_F32), cvft_tolerance(CVF_F16), cvft_tolerance(CVF_BF16));
     fprintf(out, "--json: one JSON object per line with keys op, device, dtype, shape, threads, ms, gflops\n"
                  "  (and rel_err, ok with --check); messages go to stderr.\n");
 }
 
-/* Fills set with the inputs of this run: from --inputs, or random from --seed. Returns a
- * CLI_EXIT_* code. */
+/* Fills set with the inputs of this run: from --inputs (the files' dtype unless --dtype is given),
+ * or random from --seed. Returns a CLI_EXIT_* code. */
 static int prepare_inputs(const cli_op *op, const cli_args *args, cvf_context *ctx, cli_tensor_set *set)
 {
     cvf_dtype dtype = cli_given(args, CLI_OPT_DTYPE) ? args->dtype : op->default_dtype;
@@ -91,6 +95,17 @@ static int report(const cli_args *args, const cli_result *result)
     return CLI_EXIT_OK;
 }
 
+/* With --check on the reference device, says on stderr that the check compares the float64
+ * oracle with itself: only the rounding of its outputs to the storage dtype is checked. */
+static void note_self_check(const cli_args *args, const cli_tensor_set *set)
+{
+    if (cli_given(args, CLI_OPT_CHECK) && args->device == CVF_DEVICE_REFERENCE)
+        fprintf(stderr,
+                "cvfuse %s: note: --check with --device reference compares the float64 reference with itself:\n"
+                "  it checks only the rounding of the outputs to %s; use --device cpu to check the library\n",
+                args->command, cvf_dtype_name(set->dtype));
+}
+
 /* Runs the op once (timed), writes the outputs, checks them when asked and reports. Returns a
  * CLI_EXIT_* code. */
 static int run_once(const cli_op *op, const cli_args *args, cvf_context *ctx, cli_tensor_set *set)
@@ -104,8 +119,10 @@ static int run_once(const cli_op *op, const cli_args *args, cvf_context *ctx, cl
     if (cli_given(args, CLI_OPT_OUTPUTS))
         rc = cli_set_save(set, args->text[CLI_OPT_OUTPUTS], cli_given(args, CLI_OPT_INPUTS) ? CLI_OUTPUTS : CLI_ALL);
     cli_check check;
-    if (rc == CLI_EXIT_OK && cli_given(args, CLI_OPT_CHECK))
+    if (rc == CLI_EXIT_OK && cli_given(args, CLI_OPT_CHECK)) {
+        note_self_check(args, set);
         rc = cli_set_check(set, &check);
+    }
     if (rc != CLI_EXIT_OK)
         return rc;
     cli_result result;

@@ -115,9 +115,11 @@ static void format_shape(char *buf, size_t size, int ndim, const int64_t *shape)
         snprintf(buf, size, "(%lld, %lld)", (long long)shape[0], (long long)shape[1]);
 }
 
-/* What the files read so far fixed: which tensor set each dimension, and every file's shape. */
+/* What the files read so far fixed: which tensor set each dimension (and, without --dtype, the
+ * dtype), and every file's shape. */
 typedef struct shape_binding {
     int by[CLI_DIMS]; /* index of the tensor that fixed dimension d, or -1 */
+    int dtype_by;     /* index of the tensor that fixed the dtype, or -1 */
     int ndim[CLI_MAX_TENSORS];
     int64_t shape[CLI_MAX_TENSORS][2];
 } shape_binding;
@@ -170,6 +172,29 @@ static int bind_shape(cli_tensor_set *set, int index, const char *path, const np
     return CLI_EXIT_OK;
 }
 
+/* Without --dtype, the first input file fixes the set's dtype ('<f2' f16, '<f4' f32) and every
+ * other one must have it; a '<f8' file needs --dtype (float64 is no storage dtype of the ops).
+ * Returns a CLI_EXIT_* code. */
+static int bind_dtype(cli_tensor_set *set, int index, const char *path, const npy_array *file, const cli_args *args,
+                      shape_binding *b)
+{
+    if (cli_given(args, CLI_OPT_DTYPE))
+        return CLI_EXIT_OK;
+    if (file->dtype == CVF_F64)
+        return cli_usage_error(set->command, "%s: a '<f8' (float64) file needs --dtype f32, f16 or bf16 to run", path);
+    if (b->dtype_by < 0) {
+        set->dtype = file->dtype;
+        b->dtype_by = index;
+    } else if (file->dtype != set->dtype) {
+        return cli_usage_error(set->command,
+                               "%s: dtype '<f%zu' (%s) does not match %s.npy '<f%zu' (%s): give --dtype to convert "
+                               "every file to one dtype",
+                               path, cvf_dtype_size(file->dtype), cvf_dtype_name(file->dtype),
+                               spec_of(set, b->dtype_by)->name, cvf_dtype_size(set->dtype), cvf_dtype_name(set->dtype));
+    }
+    return CLI_EXIT_OK;
+}
+
 /* Makes the loaded file the storage of tensor index: in place when it already has the set's
  * dtype (a Fortran-order file becomes a view with swapped strides), else converted into a dense
  * row-major copy. Takes ownership of *file. Returns a CLI_EXIT_* code. */
@@ -203,27 +228,35 @@ static int check_given_dims(const cli_tensor_set *set, const cli_args *args, con
     return CLI_EXIT_OK;
 }
 
+/* Reads input index of set from DIR/NAME.npy, checks its shape and dtype against the files read
+ * before it and makes it the tensor's storage. Returns a CLI_EXIT_* code. */
+static int load_input(cli_tensor_set *set, int index, const char *dir, const cli_args *args, shape_binding *b)
+{
+    char path[CLI_PATH_MAX], err[CLI_PATH_MAX + 256];
+    if (join_path(path, sizeof path, dir, spec_of(set, index)->name) != 0)
+        return cli_usage_error(set->command, "--inputs: directory name too long");
+    npy_array file;
+    if (npy_load(path, &file, err, sizeof err) != 0)
+        return cli_usage_error(set->command, "%s", err);
+    int rc = bind_shape(set, index, path, &file, b);
+    if (rc == CLI_EXIT_OK)
+        rc = bind_dtype(set, index, path, &file, args, b);
+    if (rc != CLI_EXIT_OK) {
+        npy_array_free(&file);
+        return rc;
+    }
+    return adopt_file(set, index, &file);
+}
+
 int cli_set_load(cli_tensor_set *set, const char *dir, const cli_args *args)
 {
     shape_binding binding;
     memset(&binding, 0, sizeof binding);
     for (int d = 0; d < CLI_DIMS; d++)
         binding.by[d] = -1;
+    binding.dtype_by = -1;
     for (int i = 0; i < set->op->tensor_count; i++) {
-        if (spec_of(set, i)->is_output)
-            continue;
-        char path[CLI_PATH_MAX], err[CLI_PATH_MAX + 256];
-        if (join_path(path, sizeof path, dir, spec_of(set, i)->name) != 0)
-            return cli_usage_error(set->command, "--inputs: directory name too long");
-        npy_array file;
-        if (npy_load(path, &file, err, sizeof err) != 0)
-            return cli_usage_error(set->command, "%s", err);
-        int rc = bind_shape(set, i, path, &file, &binding);
-        if (rc != CLI_EXIT_OK) {
-            npy_array_free(&file);
-            return rc;
-        }
-        rc = adopt_file(set, i, &file);
+        int rc = spec_of(set, i)->is_output ? CLI_EXIT_OK : load_input(set, i, dir, args, &binding);
         if (rc != CLI_EXIT_OK)
             return rc;
     }
