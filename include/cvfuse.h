@@ -80,6 +80,12 @@ uint16_t cvf_f32_to_bf16(float value);
 /* Converts bfloat16 to binary32 exactly. */
 float cvf_bf16_to_f32(uint16_t bits);
 
+/* Converts binary64 to binary16 with one rounding (nearest even), as cvf_f32_to_f16 does. */
+uint16_t cvf_f64_to_f16(double value);
+
+/* Converts binary64 to bfloat16 with one rounding (nearest even), as cvf_f32_to_bf16 does. */
+uint16_t cvf_f64_to_bf16(double value);
+
 /* ------------------------------------------------------------------------------------------ */
 /* Views                                                                                       */
 /* ------------------------------------------------------------------------------------------ */

@@ -375,6 +375,58 @@ static void test_harness_rounding(void)
     CHECK(cvft_matrix_get(&mh, 0, 0) == INFINITY, "harness f16 read of Inf");
 }
 
+/* Returns the 16-bit pattern nearest to value among candidates near guess (ties to the even
+ * pattern), decoded with to_f32: an independent statement of "correctly rounded". Finite
+ * candidates only; the caller keeps value inside the finite range. */
+static uint16_t nearest_pattern(double value, uint16_t guess, float (*to_f32)(uint16_t))
+{
+    uint16_t best = guess;
+    double best_error = INFINITY;
+    for (int delta = -2; delta <= 2; delta++) {
+        uint16_t candidate = (uint16_t)(guess + delta);
+        if ((candidate ^ guess) & 0x8000u) /* stay on the same sign */
+            continue;
+        double decoded = to_f32(candidate), error = fabs(decoded - value);
+        if (!isfinite(decoded))
+            continue;
+        if (error < best_error || (error == best_error && !(candidate & 1u))) {
+            best = candidate;
+            best_error = error;
+        }
+    }
+    return best;
+}
+
+/* cvf_f64_to_f16 / cvf_f64_to_bf16 round once: checked against nearest_pattern on doubles just
+ * off the ties of each format (where rounding through binary32 first goes wrong), and random
+ * doubles. */
+static void test_f64_rounding(void)
+{
+    uint64_t state = 0x9E3779B97F4A7C15u;
+    long long f16_bad = 0, bf16_bad = 0;
+    for (int n = 0; n < 1000000; n++) {
+        state = state * 6364136223846793005u + 1442695040888963407u;
+        uint16_t base = (uint16_t)((state >> 33) % 0x7BFFu); /* a finite f16 below the largest */
+        double lo = cvf_f16_to_f32(base), hi = cvf_f16_to_f32((uint16_t)(base + 1));
+        double tie = 0.5 * (lo + hi), nudge = (hi - lo) * 0x1p-30 * (double)((state >> 8) % 64);
+        double value = (state & 1u) ? tie + nudge : tie - nudge;
+        if (cvf_f64_to_f16(value) != nearest_pattern(value, cvf_f32_to_f16((float)value), cvf_f16_to_f32))
+            f16_bad++;
+        uint16_t bbase = (uint16_t)((state >> 17) & 0x7F7Eu);
+        double blo = cvf_bf16_to_f32(bbase), bhi = cvf_bf16_to_f32((uint16_t)(bbase + 1));
+        double btie = 0.5 * (blo + bhi), bnudge = (bhi - blo) * 0x1p-40 * (double)((state >> 8) % 64);
+        double bvalue = (state & 2u) ? btie + bnudge : btie - bnudge;
+        if (cvf_f64_to_bf16(bvalue) != nearest_pattern(bvalue, cvf_f32_to_bf16((float)bvalue), cvf_bf16_to_f32))
+            bf16_bad++;
+    }
+    CHECK(f16_bad == 0, "cvf_f64_to_f16: %lld of 1e6 doubles near ties not correctly rounded", f16_bad);
+    CHECK(bf16_bad == 0, "cvf_f64_to_bf16: %lld of 1e6 doubles near ties not correctly rounded", bf16_bad);
+    CHECK(cvf_f64_to_f16(NAN) != cvf_f64_to_f16(INFINITY) && (cvf_f64_to_f16(NAN) & 0x7C00u) == 0x7C00u &&
+              (cvf_f64_to_f16(NAN) & 0x03FFu) != 0,
+          "cvf_f64_to_f16(NaN) is not a NaN");
+    CHECK(cvf_f64_to_bf16(-1e300) == 0xFF80u, "cvf_f64_to_bf16(-1e300) is not -Inf");
+}
+
 int main(void)
 {
     const format16 *formats[] = {&f16_format, &bf16_format};
@@ -388,5 +440,6 @@ int main(void)
     test_bf16_landmarks();
     test_dtype_names();
     test_harness_rounding();
+    test_f64_rounding();
     return test_report("test_dtype");
 }

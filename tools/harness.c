@@ -41,19 +41,6 @@ double cvft_rng_uniform(cvft_rng *rng, double lo, double hi)
 
 /* ---- element access ------------------------------------------------------------------------ */
 
-/* Returns value rounded to binary32 with round-to-odd: exact values stay, inexact ones become the
- * neighbour (of the two binary32 values around value) whose last significand bit is 1. */
-static float round_to_odd_f32(double value)
-{
-    float nearest = (float)value;
-    if (isnan(value) || (double)nearest == value)
-        return nearest;
-    float other = nextafterf(nearest, (float)(value > (double)nearest ? INFINITY : -INFINITY));
-    uint32_t bits;
-    memcpy(&bits, &nearest, sizeof bits);
-    return (bits & 1u) ? nearest : other;
-}
-
 /* Reads the element at offset (in elements) of data, of dtype, as a double. */
 static double element_load(const void *data, cvf_dtype dtype, int64_t offset)
 {
@@ -71,8 +58,8 @@ static void element_store(void *data, cvf_dtype dtype, int64_t offset, double va
 {
     switch (dtype) {
     case CVF_F32: ((float *)data)[offset] = (float)value; break;
-    case CVF_F16: ((uint16_t *)data)[offset] = cvf_f32_to_f16(round_to_odd_f32(value)); break;
-    case CVF_BF16: ((uint16_t *)data)[offset] = cvf_f32_to_bf16(round_to_odd_f32(value)); break;
+    case CVF_F16: ((uint16_t *)data)[offset] = cvf_f64_to_f16(value); break;
+    case CVF_BF16: ((uint16_t *)data)[offset] = cvf_f64_to_bf16(value); break;
     case CVF_F64: ((double *)data)[offset] = value; break;
     }
 }

@@ -1,4 +1,5 @@
 /* Data types: names, sizes, and the binary16 / bfloat16 conversions (round to nearest even). */
+#include <math.h>
 #include <string.h>
 
 #include "cvfuse.h"
@@ -107,4 +108,29 @@ uint16_t cvf_f32_to_bf16(float value)
 float cvf_bf16_to_f32(uint16_t bits)
 {
     return f32_from_bits((uint32_t)bits << 16);
+}
+
+/*
+ * Rounds a double to binary32 "to odd": exact values stay, inexact ones become the neighbour
+ * (of the two binary32 values around value) whose last significand bit is 1. binary32 keeps
+ * more than two bits beyond a 16-bit format's significand, so rounding this result to nearest
+ * even gives the correctly rounded 16-bit value: no double rounding.
+ */
+static float round_to_odd_f32(double value)
+{
+    float nearest = (float)value;
+    if (isnan(value) || (double)nearest == value)
+        return nearest;
+    float other = nextafterf(nearest, value > (double)nearest ? INFINITY : -INFINITY);
+    return (f32_bits(nearest) & 1u) ? nearest : other;
+}
+
+uint16_t cvf_f64_to_f16(double value)
+{
+    return cvf_f32_to_f16(round_to_odd_f32(value));
+}
+
+uint16_t cvf_f64_to_bf16(double value)
+{
+    return cvf_f32_to_bf16(round_to_odd_f32(value));
 }

@@ -35,32 +35,13 @@ static double load(const void *data, cvf_dtype dtype, int64_t offset)
     return NAN;
 }
 
-/*
- * Rounds a double to binary32 "to odd": truncate, then set the last bit when anything was cut.
- * Rounding that to a 16-bit format with nearest-even gives the correctly rounded result (the
- * binary32 keeps more than two extra bits), so the oracle has no double-rounding error.
- */
-static float round_to_odd_f32(double value)
-{
-    float f = (float)value;
-    if (!isfinite(f) || (double)f == value)
-        return f;
-    uint32_t bits;
-    memcpy(&bits, &f, sizeof bits);
-    if (fabs((double)f) > fabs(value))
-        bits--; /* rounded away from zero: step back toward it */
-    bits |= 1u;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
-
 /* Writes value at offset of data, correctly rounded to dtype. */
 static void store(void *data, cvf_dtype dtype, int64_t offset, double value)
 {
     switch (dtype) {
     case CVF_F32: ((float *)data)[offset] = (float)value; break;
-    case CVF_F16: ((uint16_t *)data)[offset] = cvf_f32_to_f16(round_to_odd_f32(value)); break;
-    case CVF_BF16: ((uint16_t *)data)[offset] = cvf_f32_to_bf16(round_to_odd_f32(value)); break;
+    case CVF_F16: ((uint16_t *)data)[offset] = cvf_f64_to_f16(value); break;
+    case CVF_BF16: ((uint16_t *)data)[offset] = cvf_f64_to_bf16(value); break;
     case CVF_F64: ((double *)data)[offset] = value; break;
     }
 }
