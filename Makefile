@@ -2,16 +2,18 @@
 #   make run            build, then run both seed workloads on the CPU, checked, and the plan
 #   make test           build, then run every test (ctest)
 #   make test-sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
+#   make test-thread    the multi-threaded op tests built with ThreadSanitizer
 #   make bench          time the ops (median of repeated runs)
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
+THREAD_BUILD ?= build-thread
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 CTEST ?= ctest
 CLI = $(BUILD)/cvfuse
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all build run test test-sanitize bench format clean
+.PHONY: all build run test test-sanitize test-thread bench format clean
 
 all: build
 
@@ -37,6 +39,11 @@ test-sanitize:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(CTEST) --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS)
 
+test-thread:
+	$(CMAKE) -S . -B $(THREAD_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCVF_SANITIZE_THREAD=ON
+	$(CMAKE) --build $(THREAD_BUILD) -j $(JOBS) --target test_ops
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R test_ops
+
 bench: build
 	$(CLI) bench --op all
 
@@ -44,4 +51,4 @@ format:
 	clang-format -i include/*.h src/*/*.[ch] src/cpu/kernels/*.[ch] tools/*.[ch] tests/*.[ch]
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(THREAD_BUILD)
