@@ -147,13 +147,15 @@ typedef enum cvf_device {
 
 typedef struct cvf_context_options {
     cvf_device device;
-    int32_t threads; /* worker threads; 0 means one per online CPU core */
+    int32_t threads; /* threads that compute, the caller's included; 0 means one per CPU this process
+                        may run on. The reference device always computes on the caller alone. */
 } cvf_context_options;
 
 typedef struct cvf_context cvf_context;
 
 /* Creates a context. options may be NULL (CPU device, all cores). On success *out holds the new
- * context; on failure *out is set to NULL. */
+ * context; on failure *out is set to NULL. A context keeps the largest workspace its calls have
+ * needed (scratch and, for the MLP backward, grad_fc1_output) and reuses it until destroyed. */
 cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out);
 
 /* Destroys a context and joins its threads. NULL is a no-op. */
@@ -166,7 +168,7 @@ const char *cvf_context_last_error(const cvf_context *ctx);
 /* Returns the device of ctx (CVF_DEVICE_CPU, the default device, for a NULL ctx). */
 cvf_device cvf_context_device(const cvf_context *ctx);
 
-/* Returns the number of worker threads ctx runs its work on (0 for a NULL ctx). */
+/* Returns the number of threads ctx computes on, the caller's included (0 for a NULL ctx). */
 int32_t cvf_context_threads(const cvf_context *ctx);
 
 /* Returns a static name for a device ("cpu", "reference"), or "unknown". */

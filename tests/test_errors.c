@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/internal.h" /* white-box: a backend whose allocator fails */
 #include "cvfuse.h"
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1021,7 +1022,10 @@ static void test_context_create(void)
     expect_create_fails("threads INT32_MIN", CVF_DEVICE_REFERENCE, INT32_MIN, CVF_STATUS_INVALID_VALUE);
     expect_create_succeeds("NULL options", NULL, CVF_DEVICE_CPU, 0);
     cvf_context_options reference = {CVF_DEVICE_REFERENCE, 3};
-    expect_create_succeeds("reference, 3 threads", &reference, CVF_DEVICE_REFERENCE, 3);
+    expect_create_succeeds("reference, 3 threads asked (computes on the caller alone)", &reference,
+                           CVF_DEVICE_REFERENCE, 1);
+    cvf_context_options cpu_three = {CVF_DEVICE_CPU, 3};
+    expect_create_succeeds("cpu, 3 threads", &cpu_three, CVF_DEVICE_CPU, 3);
     cvf_context_options all_cores = {CVF_DEVICE_CPU, 0};
     expect_create_succeeds("cpu, 0 threads", &all_cores, CVF_DEVICE_CPU, 0);
     cvf_context_destroy(NULL); /* a no-op: reaching the next line is the check */
@@ -1668,62 +1672,54 @@ static void test_describe_malformed(void)
     check(got > 0, "describe(plan with saving_count %d): returned %zu", CVF_PLAN_MAX_SAVINGS + 5, got);
 }
 
-/* Allocations of absurd sizes must fail by returning NULL under ASan too (so the library can
- * report OUT_OF_MEMORY), not abort the test. */
-const char *__asan_default_options(void);
-const char *__asan_default_options(void)
+/* How many more workspace allocations succeed before failing_workspace_alloc fails. */
+static int g_allocations_left;
+
+/* A workspace allocator that succeeds g_allocations_left times, then fails. */
+static void *failing_workspace_alloc(size_t bytes)
 {
-    return "allocator_may_return_null=1";
+    if (g_allocations_left-- > 0)
+        return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    return NULL;
 }
 
 /*
- * An MLP backward whose grad_fc1_output workspace (S x I fp32 = 16 TiB) cannot be allocated:
- * every input that is S x I is a broadcast view (stride 0), so the call validates with a few MB
- * of real memory. It must fail with OUT_OF_MEMORY before K1 stores anything: every output byte
- * keeps its pattern ("a failed call writes nothing", beyond validation).
+ * "A failed call writes nothing" beyond validation: on a fresh CPU context whose backend's
+ * workspace allocator fails after 0, 1 or 2 successful allocations (a white-box copy of the CPU
+ * backend table), every entry point either succeeds or fails with OUT_OF_MEMORY, says so, and
+ * leaves every byte of the arena as it was. The MLP ops run several kernels: a design that
+ * allocated per kernel would fail here after an earlier kernel had stored its output.
  */
-static void test_backward_out_of_memory(cvf_context *cpu)
+static void test_out_of_memory_writes_nothing(void)
 {
-    const int64_t big = (int64_t)1 << 21, h = 1;
-    size_t out_bytes = (size_t)big * sizeof(float);
-    float one = 1.0f;
-    unsigned char *outputs = malloc(4 * out_bytes + sizeof(float));
-    float *x = malloc(out_bytes);
-    if (!check(outputs && x, "out of memory test: cannot allocate its buffers")) {
-        free(outputs);
-        free(x);
-        return;
-    }
-    memset(outputs, PATTERN, 4 * out_bytes + sizeof(float));
-    memset(x, 0, out_bytes);
-    cvf_matrix wide = {&one, CVF_F32, big, big, 0, 0}; /* S x I, one element broadcast */
-    cvf_mlp_backward_args args = {
-        .grad_output = cvf_matrix_row_major(x, CVF_F32, big, h),
-        .hidden_state = cvf_matrix_row_major(x, CVF_F32, big, h),
-        .fc1_weight = cvf_matrix_row_major(x, CVF_F32, big, h),
-        .fc2_weight = cvf_matrix_row_major(x, CVF_F32, h, big),
-        .fc1_output = wide,
-        .gelu_output = wide,
-        .grad_hidden_state = cvf_matrix_row_major(outputs, CVF_F32, big, h),
-        .grad_fc1_weight = cvf_matrix_row_major(outputs + out_bytes, CVF_F32, big, h),
-        .grad_fc1_bias = cvf_vector_dense(outputs + 2 * out_bytes, CVF_F32, big),
-        .grad_fc2_weight = cvf_matrix_row_major(outputs + 3 * out_bytes, CVF_F32, h, big),
-        .grad_fc2_bias = cvf_vector_dense(outputs + 4 * out_bytes, CVF_F32, h),
-    };
-    cvf_status status = cvf_mlp_backward(cpu, &args);
-    const char *message = cvf_context_last_error(cpu);
-    check(status == CVF_STATUS_OUT_OF_MEMORY, "backward with a 16 TiB workspace: status %s, expected out of memory",
-          status_name(status));
-    check(strstr(message, "workspace") != NULL,
-          "backward with a 16 TiB workspace: message \"%s\" does not say "
-          "what could not be allocated",
-          message);
-    size_t changed = 0;
-    for (size_t i = 0; i < 4 * out_bytes + sizeof(float); i++)
-        changed += outputs[i] != PATTERN;
-    check(changed == 0, "backward that failed for memory wrote %zu output bytes", changed);
-    free(outputs);
-    free(x);
+    static const op_kind ops[] = {OP_MATMUL, OP_MATMUL_RELU, OP_COLUMN_SUM, OP_MLP_FORWARD, OP_MLP_BACKWARD};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        for (int allowed = 0; allowed < 3; allowed++) {
+            cvf_context *ctx = make_context(CVF_DEVICE_CPU);
+            const cvf_backend *real = ctx->backend;
+            cvf_backend failing = *real;
+            failing.workspace_alloc = failing_workspace_alloc;
+            ctx->backend = &failing;
+            g_allocations_left = allowed;
+            fixture f;
+            fixture_init(&f, ops[i], ctx);
+            arena_snapshot();
+            cvf_status status = fixture_call(&f);
+            const char *message = cvf_context_last_error(ctx);
+            if (allowed == 0 || status != CVF_STATUS_SUCCESS) {
+                check(status == CVF_STATUS_OUT_OF_MEMORY,
+                      "%s, workspace allocation %d fails: status %s, expected out of memory", op_name(ops[i]),
+                      allowed + 1, status_name(status));
+                check(strstr(message, "workspace") != NULL,
+                      "%s, workspace allocation %d fails: message \"%s\" does not say what could not be allocated",
+                      op_name(ops[i]), allowed + 1, message);
+                long changed = arena_first_change();
+                check(changed < 0, "%s, workspace allocation %d fails: changed arena byte %ld", op_name(ops[i]),
+                      allowed + 1, changed);
+            }
+            ctx->backend = real;
+            cvf_context_destroy(ctx);
+        }
 }
 
 int main(void)
@@ -1741,7 +1737,7 @@ int main(void)
     test_edges(ref, "reference");
     test_null_accessors();
     test_describe_malformed();
-    test_backward_out_of_memory(cpu);
+    test_out_of_memory_writes_nothing();
     cvf_context_destroy(ref);
     cvf_context_destroy(cpu);
     printf("test_errors: %d passed, %d failed\n", g_passed, g_failed);

@@ -15,10 +15,10 @@
 /* Prints the help of explain; op is the MLP backward (its defaults). */
 static void print_explain_help(FILE *out, const cli_op *op)
 {
-    fprintf(out, "usage: cvfuse explain [--S S] [--H H] [--I I] [--dtype T] [--device D] [--json]\n\n"
+    fprintf(out, "usage: cvfuse explain [--S S] [--H H] [--I I] [--dtype T] [--device D] [--threads N] [--json]\n\n"
                  "Prints the plan of the MLP GELU backward (cvf_mlp_backward_plan): which kernels run (K1 fused\n"
                  "GEMM + GELU' epilogue, K2 plain GEMMs, K3 reductions), what rides in each epilogue, the FLOPs\n"
-                 "and bytes each moves, and the bytes saved against the seed's unfused plan. Nothing is run.\n\n");
+                 "and bytes each moves, and the bytes saved against an unfused run. Nothing is run.\n\n");
     fprintf(out, "options:\n");
     cli_print_options(out, EXPLAIN_OPTIONS);
     fprintf(out, "defaults: --S %lld --H %lld --I %lld --dtype %s --device cpu\n", (long long)op->dim_defaults[0],

@@ -48,7 +48,10 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
         return CVF_STATUS_OUT_OF_MEMORY;
     ctx->device = options->device;
     ctx->backend = backend;
-    ctx->threads = options->threads > 0 ? options->threads : online_cpus();
+    /* The reference device computes on the calling thread alone (simple, obviously correct). */
+    ctx->threads = options->device == CVF_DEVICE_REFERENCE ? 1
+                   : options->threads > 0                  ? options->threads
+                                                           : online_cpus();
     ctx->pool = cvf_threadpool_create(ctx->threads);
     if (!ctx->pool) {
         free(ctx);

@@ -154,13 +154,18 @@ void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_
     add_savings(plan);
 }
 
-/* True when the plan's counters cannot overflow: 8 S H I, and 8 x each tensor's elements. */
+/* True when the plan's counters cannot overflow: every byte count it forms is at most
+ * 64 (S H + S I + H I + S + H + I) (a few tensors of 8-byte elements each), and the FLOPs
+ * 8 S H I; both must fit in 63 bits. */
 static bool plan_counters_fit(const cvf_mlp_shape *shape)
 {
-    int64_t S = shape->tokens, H = shape->hidden, I = shape->intermediate, t;
-    return !(__builtin_mul_overflow(S, H, &t) || __builtin_mul_overflow(t, I, &t) || __builtin_mul_overflow(t, 8, &t) ||
-             __builtin_mul_overflow(S, I, &t) || __builtin_mul_overflow(t, 8, &t) || __builtin_mul_overflow(S, H, &t) ||
-             __builtin_mul_overflow(t, 8, &t) || __builtin_mul_overflow(H, I, &t) || __builtin_mul_overflow(t, 8, &t));
+    int64_t S = shape->tokens, H = shape->hidden, I = shape->intermediate, sh, si, hi, sum, t;
+    return !(__builtin_mul_overflow(S, H, &sh) || __builtin_mul_overflow(S, I, &si) ||
+             __builtin_mul_overflow(H, I, &hi) || __builtin_add_overflow(sh, si, &sum) ||
+             __builtin_add_overflow(sum, hi, &sum) || __builtin_add_overflow(sum, S, &sum) ||
+             __builtin_add_overflow(sum, H, &sum) || __builtin_add_overflow(sum, I, &sum) ||
+             __builtin_mul_overflow(sum, 64, &t) || __builtin_mul_overflow(sh, I, &t) ||
+             __builtin_mul_overflow(t, 8, &t));
 }
 
 cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
@@ -180,7 +185,7 @@ cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, c
                         cvf_dtype_name(shape->dtype), cvf_device_name(ctx->device));
     if (!plan_counters_fit(shape))
         return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW,
-                        "shape: S=%lld H=%lld I=%lld: 8 S H I FLOPs or 8-byte tensor sizes do not fit in 63 bits",
+                        "shape: S=%lld H=%lld I=%lld: the plan's FLOP or byte counts do not fit in 63 bits",
                         (long long)shape->tokens, (long long)shape->hidden, (long long)shape->intermediate);
     cvf_mlp_plan_build(ctx, shape, plan);
     return CVF_STATUS_SUCCESS;

@@ -2,6 +2,7 @@
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -19,7 +20,8 @@ struct cvf_threadpool {
     pthread_cond_t work_ready; /* a new generation of work, or shutdown */
     pthread_cond_t work_done;  /* the last busy worker finished */
     uint64_t generation;
-    int32_t busy; /* workers still inside the current generation */
+    int32_t busy;   /* workers still inside the current generation */
+    int32_t active; /* threads 0 .. active-1 take part in the current job */
     int shutdown;
     /* the current job */
     cvf_task_fn fn;
@@ -52,8 +54,10 @@ static void *worker_main(void *opaque)
         if (pool->shutdown)
             break;
         seen = pool->generation;
+        bool takes_part = self->index < pool->active;
         pthread_mutex_unlock(&pool->lock);
-        run_tasks(pool, self->index);
+        if (takes_part)
+            run_tasks(pool, self->index);
         pthread_mutex_lock(&pool->lock);
         if (--pool->busy == 0)
             pthread_cond_signal(&pool->work_done);
@@ -116,20 +120,29 @@ int32_t cvf_threadpool_size(const cvf_threadpool *pool)
     return pool->size;
 }
 
+int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count)
+{
+    int32_t usable = pool->started + 1; /* the caller, and the workers that did start */
+    if (count <= 0)
+        return 0;
+    return count < usable ? (int32_t)count : usable;
+}
+
 void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, void *arg)
 {
-    if (count <= 0)
+    int32_t active = cvf_threadpool_threads_for(pool, count);
+    if (active == 0)
         return;
     pool->fn = fn;
     pool->arg = arg;
     pool->count = count;
     atomic_store_explicit(&pool->next, 0, memory_order_relaxed);
-    /* One task, or no workers: no reason to wake anybody. */
-    if (pool->started == 0 || count == 1) {
+    if (active == 1) { /* one task, or no workers: no reason to wake anybody */
         run_tasks(pool, 0);
         return;
     }
     pthread_mutex_lock(&pool->lock);
+    pool->active = active;
     pool->busy = pool->started;
     pool->generation++;
     pthread_cond_broadcast(&pool->work_ready);

@@ -23,7 +23,12 @@ void cvf_threadpool_destroy(cvf_threadpool *pool);
 /* Returns the number of threads, the caller included. */
 int32_t cvf_threadpool_size(const cvf_threadpool *pool);
 
-/* Runs tasks 0 .. count-1 and waits for all of them. Not reentrant: call from one thread. */
+/* Returns how many threads a run of count tasks uses: min(pool size, count). Every thread index
+ * passed to the tasks is below it, so per-thread scratch needs this many slots. */
+int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count);
+
+/* Runs tasks 0 .. count-1 on cvf_threadpool_threads_for(pool, count) threads and waits for all
+ * of them. Not reentrant: call from one thread. */
 void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, void *arg);
 
 #endif /* CVF_CORE_THREADPOOL_H */

@@ -220,16 +220,24 @@ static void combine_partials(const gemm_job *job)
     }
 }
 
-/* Bytes of the per-thread scratch (packing buffers, accumulator tile). */
-static size_t scratch_bytes(const cvf_context *ctx)
+/* Number of MC x NC tile tasks of an output. */
+static int64_t tile_tasks(const cvf_matrix *c)
 {
-    return cvf_round_up_64(sizeof(float) * SCRATCH_FLOATS * (size_t)cvf_threadpool_size(ctx->pool));
+    return ceil_div(c->rows, MC) * ceil_div(c->cols, NC);
+}
+
+/* Bytes of the per-thread scratch (packing buffers, accumulator tile) for the threads a run of
+ * tasks uses: a small product does not pay for the whole pool. */
+static size_t scratch_bytes(const cvf_context *ctx, int64_t tasks)
+{
+    size_t threads = (size_t)cvf_threadpool_threads_for(ctx->pool, tasks);
+    return cvf_round_up_64(sizeof(float) * SCRATCH_FLOATS * threads);
 }
 
 size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep)
 {
     size_t partials = ep->bias_grad ? sizeof(float) * (size_t)(ceil_div(c->rows, MC) * c->cols) : 0;
-    return scratch_bytes(ctx) + cvf_round_up_64(partials);
+    return scratch_bytes(ctx, tile_tasks(c)) + cvf_round_up_64(partials);
 }
 
 cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
@@ -238,8 +246,8 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     gemm_job job = {a,         b,   c, ep, c->rows, c->cols, a->cols, ceil_div(c->rows, MC), ceil_div(c->cols, NC),
                     workspace, NULL};
     if (ep->bias_grad)
-        job.partials = (float *)((char *)workspace + scratch_bytes(ctx));
-    cvf_threadpool_run(ctx->pool, job.row_blocks * job.col_blocks, gemm_task, &job);
+        job.partials = (float *)((char *)workspace + scratch_bytes(ctx, tile_tasks(c)));
+    cvf_threadpool_run(ctx->pool, tile_tasks(c), gemm_task, &job);
     if (ep->bias_grad)
         combine_partials(&job);
     return CVF_STATUS_SUCCESS;

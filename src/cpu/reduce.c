@@ -32,15 +32,21 @@ static void sum_task(void *arg, int64_t task, int32_t thread)
     cvf_cpu_store_run(job->out->data, job->out->dtype, (j0)*job->out->stride, job->out->stride, nc, run);
 }
 
+/* Number of column-block tasks for x. */
+static int64_t sum_tasks(const cvf_matrix *x)
+{
+    return (x->cols + COLUMNS_PER_TASK - 1) / COLUMNS_PER_TASK;
+}
+
 size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 {
-    (void)x;
-    return cvf_round_up_64(sizeof(float) * COLUMNS_PER_TASK * (size_t)cvf_threadpool_size(ctx->pool));
+    size_t threads = (size_t)cvf_threadpool_threads_for(ctx->pool, sum_tasks(x));
+    return cvf_round_up_64(sizeof(float) * COLUMNS_PER_TASK * threads);
 }
 
 cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace)
 {
     sum_job job = {x, out, workspace};
-    cvf_threadpool_run(ctx->pool, (x->cols + COLUMNS_PER_TASK - 1) / COLUMNS_PER_TASK, sum_task, &job);
+    cvf_threadpool_run(ctx->pool, sum_tasks(x), sum_task, &job);
     return CVF_STATUS_SUCCESS;
 }
