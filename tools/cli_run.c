@@ -82,7 +82,7 @@ static int report(const cli_args *args, const cli_result *result)
         if (cli_given(args, CLI_OPT_INPUTS))
             snprintf(from, sizeof from, "inputs from %s", args->text[CLI_OPT_INPUTS]);
         else
-            snprintf(from, sizeof from, "random inputs, seed %lld",
+            snprintf(from, sizeof from, "random inputs, seed %lld; ms = one cold call (cvfuse bench: warm medians)",
                      (long long)cli_num(args, CLI_OPT_SEED, CLI_DEFAULT_SEED));
         cli_report_table(stdout, result, from);
     }
