@@ -245,7 +245,7 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
 {
     gemm_job job = {a,         b,   c, ep, c->rows, c->cols, a->cols, ceil_div(c->rows, MC), ceil_div(c->cols, NC),
                     workspace, NULL};
-    if (ep->bias_grad)
+    if (ep->bias_grad && workspace) /* no workspace: an empty product, no partials to keep */
         job.partials = (float *)((char *)workspace + scratch_bytes(ctx, tile_tasks(c)));
     cvf_threadpool_run(ctx->pool, tile_tasks(c), gemm_task, &job);
     if (ep->bias_grad)
