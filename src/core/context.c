@@ -100,3 +100,13 @@ int32_t cvf_context_threads(const cvf_context *ctx)
 {
     return ctx ? ctx->threads : 0;
 }
+
+void *cvf_host_workspace_alloc(size_t bytes)
+{
+    return aligned_alloc(64, cvf_round_up_64(bytes));
+}
+
+void cvf_host_workspace_free(void *memory)
+{
+    free(memory);
+}

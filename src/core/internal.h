@@ -67,6 +67,13 @@ struct cvf_context {
  * *workspace; OUT_OF_MEMORY, with a message naming what, when it cannot. */
 cvf_status cvf_workspace_reserve(cvf_context *ctx, size_t bytes, const char *what, void **workspace);
 
+/* Host workspace memory for backends that compute on the CPU: 64-byte aligned (a cache line, what
+ * packed panels and SIMD loads want). */
+void *cvf_host_workspace_alloc(size_t bytes);
+
+/* Frees cvf_host_workspace_alloc's memory; NULL is a no-op. */
+void cvf_host_workspace_free(void *memory);
+
 /* Rounds bytes up to a multiple of 64, so that pieces of one workspace stay aligned. */
 static inline size_t cvf_round_up_64(size_t bytes)
 {

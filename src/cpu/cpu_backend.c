@@ -1,6 +1,4 @@
 /* The CPU backend table: fp32 accumulation on the context's thread pool. */
-#include <stdlib.h>
-
 #include "cpu/cpu.h"
 
 /* The CPU reads and writes f32, f16 and bf16, in any mix; f64 belongs to the reference device. */
@@ -9,24 +7,12 @@ static bool cpu_supports_dtype(cvf_dtype dtype)
     return dtype == CVF_F32 || dtype == CVF_F16 || dtype == CVF_BF16;
 }
 
-/* Host memory, 64-byte aligned (a cache line; what packed panels and SIMD loads want). */
-static void *cpu_workspace_alloc(size_t bytes)
-{
-    return aligned_alloc(64, cvf_round_up_64(bytes));
-}
-
-/* Frees cpu_workspace_alloc's memory. */
-static void cpu_workspace_free(void *memory)
-{
-    free(memory);
-}
-
 const cvf_backend cvf_cpu_backend = {
     .name = "cpu",
     .accumulate_dtype = CVF_F32,
     .supports_dtype = cpu_supports_dtype,
-    .workspace_alloc = cpu_workspace_alloc,
-    .workspace_free = cpu_workspace_free,
+    .workspace_alloc = cvf_host_workspace_alloc,
+    .workspace_free = cvf_host_workspace_free,
     .matmul_workspace = cvf_cpu_matmul_workspace,
     .matmul = cvf_cpu_matmul,
     .column_sum_workspace = cvf_cpu_column_sum_workspace,

@@ -316,24 +316,12 @@ static size_t reference_column_sum_workspace(const cvf_context *ctx, const cvf_m
     return 0;
 }
 
-/* Host memory, 64-byte aligned as the table promises (never asked for: the sizes are 0). */
-static void *reference_workspace_alloc(size_t bytes)
-{
-    return aligned_alloc(64, cvf_round_up_64(bytes));
-}
-
-/* Frees reference_workspace_alloc's memory. */
-static void reference_workspace_free(void *memory)
-{
-    free(memory);
-}
-
 const cvf_backend cvf_reference_backend = {
     .name = "reference",
     .accumulate_dtype = CVF_F64,
     .supports_dtype = reference_supports_dtype,
-    .workspace_alloc = reference_workspace_alloc,
-    .workspace_free = reference_workspace_free,
+    .workspace_alloc = cvf_host_workspace_alloc, /* never asked for: sizes are 0 */
+    .workspace_free = cvf_host_workspace_free,
     .matmul_workspace = reference_matmul_workspace,
     .matmul = reference_matmul,
     .column_sum_workspace = reference_column_sum_workspace,
