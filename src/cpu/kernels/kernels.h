@@ -1,21 +1,57 @@
 /*
  * The CPU micro-kernel contract (as in BLIS): one MR x NR tile of fp32 accumulators.
  *
- *     c[i * ldc + j] += sum over p < kc of a[p * MR + i] * b[p * NR + j]    (i < MR, j < NR)
+ *     acc[i][j] = sum over p < kc of A[i][p] * B[p][j]                  (i < MR, j < NR)
+ *     c[i * ldc + j] = acc[i][j]          (accumulate == 0)             for i < m, j < n only
+ *     c[i * ldc + j] += acc[i][j]         (accumulate != 0)
  *
- * a is an MR-row micro-panel of packed A (column by column), b an NR-column micro-panel of packed
- * B (row by row); both are zero-padded by the packing, so the kernel always computes a full tile.
- * c is the thread's fp32 accumulator tile, which the epilogue reads after the last K panel.
+ * a is an MR-row micro-panel of packed A, b an NR-column micro-panel of packed B, both 64-byte
+ * aligned and zero-padded by the packing (rows i >= m, columns j >= n, and for BF16 the odd last
+ * k) so the kernel may always compute the full tile; it stores only the m x n corner (edge tiles
+ * are the kernel's job: m <= MR, n <= NR, m, n >= 1). c is fp32, any alignment, row stride ldc
+ * floats. kc >= 0 (kc == 0 stores zeros, or adds nothing).
+ *
+ * Packed layouts (element type, then index of A[i][p] / B[p][j] inside one micro-panel):
+ *   CVF_CPU_PACK_F32:  float;     A: p * MR + i                      B: p * NR + j
+ *   CVF_CPU_PACK_BF16: uint16_t;  A: ((p / 2) * MR + i) * 2 + p % 2  B: ((p / 2) * NR + j) * 2 + p % 2
+ *     (bf16 pairs along k, as vdpbf16ps reads them; a micro-panel holds ceil(kc / 2) pairs and
+ *      the second element of the last pair is zero when kc is odd)
  */
 #ifndef CVF_CPU_KERNELS_H
 #define CVF_CPU_KERNELS_H
 
 #include <stdint.h>
 
+#include "cpu/isa.h"
+#include "cvfuse.h"
+
+/* Upper bounds of MR and NR over all kernels (for buffers sized at compile time). */
+#define CVF_CPU_MR_MAX 32
+#define CVF_CPU_NR_MAX 64
+
+typedef enum cvf_cpu_pack_format { CVF_CPU_PACK_F32, CVF_CPU_PACK_BF16 } cvf_cpu_pack_format;
+
+typedef void (*cvf_cpu_kernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m,
+                                  int64_t n, int accumulate);
+
+/* One micro-kernel and what its caller must know to feed it. */
+typedef struct cvf_cpu_kernel {
+    const char *name; /* e.g. "avx512 f32 14x32" */
+    cvf_cpu_isa isa;
+    int32_t mr, nr;
+    cvf_cpu_pack_format format;
+    cvf_cpu_kernel_fn run;
+} cvf_cpu_kernel;
+
+/* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
+ * AVX512_BF16 and both are bf16, else the level's fp32 kernel (16-bit inputs are converted to fp32
+ * while packing). Never NULL for a level cvf_cpu_isa_supported accepts. */
+const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b);
+
+/* Legacy portable 4x8 kernel of the first CPU stage (c += A B over a full tile); removed once
+ * the driver moves to the contract above. */
 #define CVF_CPU_MR 4
 #define CVF_CPU_NR 8
-
-/* Portable C micro-kernel, written so that compilers vectorise it. */
 void cvf_cpu_kernel_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc);
 
 #endif /* CVF_CPU_KERNELS_H */

@@ -1,0 +1,32 @@
+/*
+ * CPU instruction-set levels: detected once at run time, forced with CVF_CPU_ISA, logged with
+ * CVF_DEBUG. Every kernel variant (micro-kernels, vector epilogue, conversions) is chosen by the
+ * active level, so a test run with CVF_CPU_ISA=generic|avx2|avx512|avx512_bf16 exercises that
+ * variant on any CPU that has it.
+ */
+#ifndef CVF_CPU_ISA_H
+#define CVF_CPU_ISA_H
+
+#include <stdbool.h>
+
+typedef enum cvf_cpu_isa {
+    CVF_CPU_ISA_GENERIC = 0, /* portable C (whatever the compiler's baseline gives) */
+    CVF_CPU_ISA_AVX2,        /* AVX2 + FMA + F16C */
+    CVF_CPU_ISA_AVX512,      /* AVX-512 F/BW/DQ/VL + FMA + F16C */
+    CVF_CPU_ISA_AVX512_BF16, /* AVX512 plus avx512_bf16 (vdpbf16ps for bf16 x bf16 products) */
+    CVF_CPU_ISA_COUNT
+} cvf_cpu_isa;
+
+/* The level every CPU kernel uses in this process: the best the CPU supports, or the one named
+ * by the environment variable CVF_CPU_ISA (generic, avx2, avx512, avx512_bf16) when the CPU
+ * supports it; an unsupported or unknown name falls back to the detected level with a warning on
+ * stderr. Decided once, on the first call; CVF_DEBUG=1 logs the decision on stderr. */
+cvf_cpu_isa cvf_cpu_isa_active(void);
+
+/* True when this CPU (and OS) can run code of the given level. */
+bool cvf_cpu_isa_supported(cvf_cpu_isa isa);
+
+/* "generic", "avx2", "avx512", "avx512_bf16". */
+const char *cvf_cpu_isa_name(cvf_cpu_isa isa);
+
+#endif /* CVF_CPU_ISA_H */
