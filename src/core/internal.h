@@ -34,8 +34,10 @@ typedef struct cvf_backend {
     void *(*workspace_alloc)(size_t bytes);
     /* Frees what workspace_alloc returned; NULL is a no-op. */
     void (*workspace_free)(void *memory);
-    /* Bytes of workspace matmul needs for an output of c's shape with this epilogue. Required. */
-    size_t (*matmul_workspace)(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *epilogue);
+    /* Bytes of workspace matmul needs for this product (shapes, dtypes, layouts of the validated
+     * views; their data is not read) with this epilogue. Required. */
+    size_t (*matmul_workspace)(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                               const cvf_epilogue *epilogue);
     /* C = epilogue(A @ B) on validated views; epilogue is never NULL; workspace has at least
      * matmul_workspace bytes. Required. */
     cvf_status (*matmul)(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,

@@ -76,7 +76,7 @@ static size_t step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
     if (step->info.kind == CVF_KERNEL_REDUCTION)
         return ctx->backend->column_sum_workspace(ctx, &step->a);
-    return ctx->backend->matmul_workspace(ctx, &step->c, &step->epilogue);
+    return ctx->backend->matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
 }
 
 /* Runs one step; a failure's message is prefixed with the kernel's name. */

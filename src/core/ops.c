@@ -13,7 +13,7 @@ cvf_status cvf_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b
     static const cvf_epilogue plain = {CVF_ACTIVATION_NONE, NULL, NULL, NULL, NULL};
     const cvf_epilogue *ep = epilogue ? epilogue : &plain;
     void *workspace;
-    status = cvf_workspace_reserve(ctx, ctx->backend->matmul_workspace(ctx, c, ep), "matmul", &workspace);
+    status = cvf_workspace_reserve(ctx, ctx->backend->matmul_workspace(ctx, a, b, c, ep), "matmul", &workspace);
     if (status != CVF_STATUS_SUCCESS)
         return status;
     return ctx->backend->matmul(ctx, a, b, c, ep, workspace);

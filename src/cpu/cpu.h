@@ -5,7 +5,8 @@
 #include "core/internal.h"
 
 /* Bytes of workspace cvf_cpu_matmul needs for this output and epilogue; see gemm.c. */
-size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep);
+size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                const cvf_epilogue *ep);
 
 /* C = epilogue(A @ B) on validated views, with cvf_cpu_matmul_workspace bytes of workspace. */
 cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,

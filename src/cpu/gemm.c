@@ -234,8 +234,10 @@ static size_t scratch_bytes(const cvf_context *ctx, int64_t tasks)
     return cvf_round_up_64(sizeof(float) * SCRATCH_FLOATS * threads);
 }
 
-size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep)
+size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                const cvf_epilogue *ep)
 {
+    (void)a, (void)b;
     size_t partials = ep->bias_grad ? sizeof(float) * (size_t)(ceil_div(c->rows, MC) * c->cols) : 0;
     return scratch_bytes(ctx, tile_tasks(c)) + cvf_round_up_64(partials);
 }

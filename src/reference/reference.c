@@ -303,9 +303,10 @@ static cvf_status reference_mlp_backward(cvf_context *ctx, const cvf_mlp_backwar
 }
 
 /* The oracle needs no workspace from the core. */
-static size_t reference_matmul_workspace(const cvf_context *ctx, const cvf_matrix *c, const cvf_epilogue *ep)
+static size_t reference_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
+                                         const cvf_matrix *c, const cvf_epilogue *ep)
 {
-    (void)ctx, (void)c, (void)ep;
+    (void)ctx, (void)a, (void)b, (void)c, (void)ep;
     return 0;
 }
 
