@@ -48,6 +48,28 @@ typedef struct cvf_cpu_kernel {
  * while packing). Never NULL for a level cvf_cpu_isa_supported accepts. */
 const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b);
 
+/* The micro-kernels behind cvf_cpu_kernel_for (each follows the contract above with its own MR x NR;
+ * the x86 ones are compiled with their level's flags and may run only where cvf_cpu_isa_supported
+ * accepts that level). */
+#define CVF_CPU_F32_GENERIC_MR 4
+#define CVF_CPU_F32_GENERIC_NR 8
+#define CVF_CPU_F32_AVX2_MR 6
+#define CVF_CPU_F32_AVX2_NR 16
+#define CVF_CPU_F32_AVX512_MR 14
+#define CVF_CPU_F32_AVX512_NR 32
+#define CVF_CPU_BF16_AVX512_MR 14
+#define CVF_CPU_BF16_AVX512_NR 32
+void cvf_cpu_kernel_f32_generic(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
+                                int accumulate);
+#if defined(__x86_64__) || defined(__i386__)
+void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
+                             int accumulate);
+void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
+                               int accumulate);
+void cvf_cpu_kernel_bf16_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
+                                int accumulate);
+#endif
+
 /* Legacy portable 4x8 kernel of the first CPU stage (c += A B over a full tile); removed once
  * the driver moves to the contract above. */
 #define CVF_CPU_MR 4

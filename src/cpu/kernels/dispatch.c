@@ -1,0 +1,62 @@
+/* cvf_cpu_kernel_for: the micro-kernel descriptor of each ISA level and dtype pair (kernels.h). */
+#include "cpu/kernels/kernels.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Portable C fp32 kernel: the GENERIC level, and the fallback on non-x86 targets. */
+static const cvf_cpu_kernel f32_generic = {
+    .name = "generic f32 4x8",
+    .isa = CVF_CPU_ISA_GENERIC,
+    .mr = CVF_CPU_F32_GENERIC_MR,
+    .nr = CVF_CPU_F32_GENERIC_NR,
+    .format = CVF_CPU_PACK_F32,
+    .run = cvf_cpu_kernel_f32_generic,
+};
+
+#if defined(__x86_64__) || defined(__i386__)
+/* AVX2 + FMA fp32 kernel. */
+static const cvf_cpu_kernel f32_avx2 = {
+    .name = "avx2 f32 6x16",
+    .isa = CVF_CPU_ISA_AVX2,
+    .mr = CVF_CPU_F32_AVX2_MR,
+    .nr = CVF_CPU_F32_AVX2_NR,
+    .format = CVF_CPU_PACK_F32,
+    .run = cvf_cpu_kernel_f32_avx2,
+};
+
+/* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */
+static const cvf_cpu_kernel f32_avx512 = {
+    .name = "avx512 f32 14x32",
+    .isa = CVF_CPU_ISA_AVX512,
+    .mr = CVF_CPU_F32_AVX512_MR,
+    .nr = CVF_CPU_F32_AVX512_NR,
+    .format = CVF_CPU_PACK_F32,
+    .run = cvf_cpu_kernel_f32_avx512,
+};
+
+/* AVX-512 BF16 kernel (vdpbf16ps) for bf16 x bf16 products. */
+static const cvf_cpu_kernel bf16_avx512 = {
+    .name = "avx512_bf16 bf16 14x32",
+    .isa = CVF_CPU_ISA_AVX512_BF16,
+    .mr = CVF_CPU_BF16_AVX512_MR,
+    .nr = CVF_CPU_BF16_AVX512_NR,
+    .format = CVF_CPU_PACK_BF16,
+    .run = cvf_cpu_kernel_bf16_avx512,
+};
+#endif
+
+/* See kernels.h; NULL only for a level outside the enum (or an x86 level on another target). */
+const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b)
+{
+    bool bf16_pair = a == CVF_BF16 && b == CVF_BF16;
+    switch (isa) {
+    case CVF_CPU_ISA_GENERIC: return &f32_generic;
+#if defined(__x86_64__) || defined(__i386__)
+    case CVF_CPU_ISA_AVX2: return &f32_avx2;
+    case CVF_CPU_ISA_AVX512: return &f32_avx512;
+    case CVF_CPU_ISA_AVX512_BF16: return bf16_pair ? &bf16_avx512 : &f32_avx512;
+#endif
+    default: (void)bf16_pair; return NULL;
+    }
+}

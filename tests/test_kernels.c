@@ -1,0 +1,282 @@
+/*
+ * The CPU micro-kernels of src/cpu/kernels against a float64 reference, at every ISA level this
+ * CPU supports (levels it lacks are reported as SKIP lines): for each level and dtype pair
+ * (f32 x f32, bf16 x bf16) the kernel of cvf_cpu_kernel_for gets packed panels built from random
+ * A and B (bf16 values exactly representable for the bf16 kernel) for several kc (0, odd, around
+ * the unrolling and 256), every corner m x n of its tile (edge tiles), storing and accumulating,
+ * with a C row stride larger than NR and an unaligned C. Everything in C outside the m x n corner
+ * holds a poison pattern that must survive bit for bit, and a NaN placed in the corner must stay
+ * NaN when accumulating. Also checks the dispatch table itself.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/isa.h"
+#include "cpu/kernels/kernels.h"
+#include "harness.h"
+#include "support.h"
+
+/* Largest kc tested. */
+#define KC_MAX 384
+
+/* Extra floats of C row stride beyond NR, rows of C past MR, and the misalignment of C. */
+#define LDC_EXTRA 5
+#define C_EXTRA_ROWS 2
+#define C_SHIFT 1
+
+/* Error bound relative to sum |a||b| (+ |c| when accumulating) per element. */
+#define TOLERANCE 1e-6
+
+/* Failures printed per kernel before only counting. */
+#define MAX_EXAMPLES 5
+
+static const int64_t kc_values[] = {0, 1, 2, 3, 7, 16, 255, 256, 257, 384};
+
+/* The operands of one kc: values (as floats, exactly the packed ones), the packed micro-panels
+ * and the float64 answer with its error scale. */
+typedef struct operands {
+    int64_t kc;
+    float a[CVF_CPU_MR_MAX][KC_MAX];
+    float b[KC_MAX][CVF_CPU_NR_MAX];
+    void *a_panel, *b_panel;
+    double want[CVF_CPU_MR_MAX][CVF_CPU_NR_MAX];
+    double scale[CVF_CPU_MR_MAX][CVF_CPU_NR_MAX]; /* sum over p of |a||b| */
+} operands;
+
+/* Returns bits as a float. */
+static float float_of(uint32_t bits)
+{
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Returns the bits of a float. */
+static uint32_t bits_of(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits;
+}
+
+/* Allocates size bytes (rounded up to 64, at least 64) aligned to 64 bytes, zeroed. */
+static void *alloc_aligned(size_t size)
+{
+    size_t rounded = (size + 63) / 64 * 64;
+    if (rounded == 0)
+        rounded = 64;
+    void *p = aligned_alloc(64, rounded);
+    if (p)
+        memset(p, 0, rounded);
+    return p;
+}
+
+/* A random value in [-1, 1), rounded to bf16 when bf16 is set. */
+static float random_value(cvft_rng *rng, bool bf16)
+{
+    float v = (float)cvft_rng_uniform(rng, -1.0, 1.0);
+    return bf16 ? cvf_bf16_to_f32(cvf_f32_to_bf16(v)) : v;
+}
+
+/* Packs the values of ops into micro-panels of kernel k's layout (zero in the second half of the
+ * last bf16 pair when kc is odd). Returns 0, or -1 when out of memory. */
+static int pack_operands(operands *ops, const cvf_cpu_kernel *k)
+{
+    int64_t mr = k->mr, nr = k->nr, kc = ops->kc;
+    if (k->format == CVF_CPU_PACK_F32) {
+        float *a = alloc_aligned((size_t)(mr * kc) * sizeof(float));
+        float *b = alloc_aligned((size_t)(nr * kc) * sizeof(float));
+        ops->a_panel = a;
+        ops->b_panel = b;
+        if (!a || !b)
+            return -1;
+        for (int64_t p = 0; p < kc; p++) {
+            for (int64_t i = 0; i < mr; i++)
+                a[p * mr + i] = ops->a[i][p];
+            for (int64_t j = 0; j < nr; j++)
+                b[p * nr + j] = ops->b[p][j];
+        }
+        return 0;
+    }
+    int64_t pairs = (kc + 1) / 2;
+    uint16_t *a = alloc_aligned((size_t)(mr * pairs * 2) * sizeof(uint16_t));
+    uint16_t *b = alloc_aligned((size_t)(nr * pairs * 2) * sizeof(uint16_t));
+    ops->a_panel = a;
+    ops->b_panel = b;
+    if (!a || !b)
+        return -1;
+    for (int64_t p = 0; p < kc; p++) {
+        for (int64_t i = 0; i < mr; i++)
+            a[((p / 2) * mr + i) * 2 + p % 2] = cvf_f32_to_bf16(ops->a[i][p]);
+        for (int64_t j = 0; j < nr; j++)
+            b[((p / 2) * nr + j) * 2 + p % 2] = cvf_f32_to_bf16(ops->b[p][j]);
+    }
+    return 0;
+}
+
+/* Fills ops with random values for kernel k and kc (every row and column of the tile, so rows
+ * and columns outside a corner carry data the kernel must not store), packs them and computes
+ * the float64 answer. Returns 0, or -1 when out of memory. */
+static int make_operands(operands *ops, const cvf_cpu_kernel *k, int64_t kc, cvft_rng *rng)
+{
+    bool bf16 = k->format == CVF_CPU_PACK_BF16;
+    ops->kc = kc;
+    for (int64_t i = 0; i < k->mr; i++)
+        for (int64_t p = 0; p < kc; p++)
+            ops->a[i][p] = random_value(rng, bf16);
+    for (int64_t p = 0; p < kc; p++)
+        for (int64_t j = 0; j < k->nr; j++)
+            ops->b[p][j] = random_value(rng, bf16);
+    for (int64_t i = 0; i < k->mr; i++)
+        for (int64_t j = 0; j < k->nr; j++) {
+            double sum = 0, scale = 0;
+            for (int64_t p = 0; p < kc; p++) {
+                sum += (double)ops->a[i][p] * (double)ops->b[p][j];
+                scale += fabs((double)ops->a[i][p] * (double)ops->b[p][j]);
+            }
+            ops->want[i][j] = sum;
+            ops->scale[i][j] = scale;
+        }
+    return pack_operands(ops, k);
+}
+
+/* Frees the packed panels of ops. */
+static void free_operands(operands *ops)
+{
+    free(ops->a_panel);
+    free(ops->b_panel);
+    ops->a_panel = ops->b_panel = NULL;
+}
+
+/* Runs kernel k on ops for the m x n corner into a poisoned C (initial corner values when
+ * accumulating, one of them NaN) and checks every element of the C allocation. Returns the
+ * number of wrong elements; describes the first in *example (when non-empty, untouched). */
+static int64_t run_corner(const cvf_cpu_kernel *k, const operands *ops, int64_t m, int64_t n, int accumulate,
+                          float *buffer, size_t buffer_floats, cvft_rng *rng, char *example, size_t example_size)
+{
+    const int64_t ldc = k->nr + LDC_EXTRA;
+    const int64_t nan_i = (m * 5 + n) % m, nan_j = (m + n * 3) % n;
+    float *c = buffer + C_SHIFT;
+    float init[CVF_CPU_MR_MAX][CVF_CPU_NR_MAX];
+    for (size_t e = 0; e < buffer_floats; e++)
+        buffer[e] = float_of(SUPPORT_POISON_F32);
+    if (accumulate)
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                c[i * ldc + j] = init[i][j] = i == nan_i && j == nan_j ? NAN : (float)cvft_rng_uniform(rng, -1, 1);
+    k->run(ops->kc, ops->a_panel, ops->b_panel, c, ldc, m, n, accumulate);
+    int64_t wrong = 0;
+    for (size_t e = 0; e < buffer_floats; e++) {
+        int64_t offset = (int64_t)e - C_SHIFT, i = offset >= 0 ? offset / ldc : -1, j = offset >= 0 ? offset % ldc : -1;
+        bool in_corner = i >= 0 && i < m && j < n;
+        float got = buffer[e];
+        bool ok;
+        double want = 0, bound = 0;
+        if (!in_corner) {
+            ok = bits_of(got) == SUPPORT_POISON_F32;
+        } else if (accumulate && i == nan_i && j == nan_j) {
+            ok = isnan(got);
+            want = NAN;
+        } else {
+            double base = accumulate ? (double)init[i][j] : 0.0;
+            want = base + ops->want[i][j];
+            bound = TOLERANCE * (ops->scale[i][j] + fabs(base));
+            ok = fabs((double)got - want) <= bound;
+        }
+        if (!ok && wrong++ == 0 && !example[0])
+            snprintf(example, example_size,
+                     "%s kc=%lld m=%lld n=%lld accumulate=%d: c[%lld][%lld] (%s) = %.9g (0x%08X), want %.9g +- %.3g",
+                     k->name, (long long)ops->kc, (long long)m, (long long)n, accumulate, (long long)i, (long long)j,
+                     in_corner ? "corner" : "outside the corner", (double)got, (unsigned)bits_of(got), want, bound);
+    }
+    return wrong;
+}
+
+/* Tests kernel k over every kc of kc_values, every m x n corner and both store modes. */
+static void test_kernel(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    static operands ops;
+    cvft_rng rng = cvft_rng_make(seed);
+    size_t buffer_floats = (size_t)((k->mr + C_EXTRA_ROWS) * (k->nr + LDC_EXTRA) + 2 * C_SHIFT);
+    float *buffer = alloc_aligned(buffer_floats * sizeof(float));
+    int64_t cases = 0, failed_cases = 0;
+    char example[512] = "";
+    CHECK(buffer != NULL, "out of memory");
+    for (size_t t = 0; buffer && t < sizeof kc_values / sizeof kc_values[0]; t++) {
+        if (!CHECK(make_operands(&ops, k, kc_values[t], &rng) == 0, "out of memory")) {
+            free_operands(&ops);
+            break;
+        }
+        for (int accumulate = 0; accumulate <= 1; accumulate++)
+            for (int64_t m = 1; m <= k->mr; m++)
+                for (int64_t n = 1; n <= k->nr; n++) {
+                    cases++;
+                    if (run_corner(k, &ops, m, n, accumulate, buffer, buffer_floats, &rng, example, sizeof example))
+                        failed_cases++;
+                }
+        free_operands(&ops);
+    }
+    free(buffer);
+    CHECK(failed_cases == 0, "%s: %lld of %lld cases wrong; first: %s", k->name, (long long)failed_cases,
+          (long long)cases, example);
+    printf("  %-26s %lld cases (kc x m x n x accumulate), %lld wrong\n", k->name, (long long)cases,
+           (long long)failed_cases);
+}
+
+/* Checks the descriptor that cvf_cpu_kernel_for returns for level isa and dtypes a, b. */
+static void check_descriptor(const cvf_cpu_kernel *k, cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b)
+{
+    const char *level = cvf_cpu_isa_name(isa);
+    if (!CHECK(k != NULL, "cvf_cpu_kernel_for(%s, %s, %s) is NULL", level, cvf_dtype_name(a), cvf_dtype_name(b)))
+        return;
+    bool bf16 = isa == CVF_CPU_ISA_AVX512_BF16 && a == CVF_BF16 && b == CVF_BF16;
+    CHECK(k->name && k->name[0] && k->run, "%s: kernel without a name or a function", level);
+    CHECK(k->mr >= 1 && k->mr <= CVF_CPU_MR_MAX && k->nr >= 1 && k->nr <= CVF_CPU_NR_MAX,
+          "%s: %s has MR x NR %d x %d outside 1..%d x 1..%d", level, k->name, k->mr, k->nr, CVF_CPU_MR_MAX,
+          CVF_CPU_NR_MAX);
+    CHECK(k->isa <= isa && cvf_cpu_isa_supported(k->isa), "%s: %s needs level %s", level, k->name,
+          cvf_cpu_isa_name(k->isa));
+    CHECK(k->format == (bf16 ? CVF_CPU_PACK_BF16 : CVF_CPU_PACK_F32), "%s, %s x %s: %s has the wrong pack format",
+          level, cvf_dtype_name(a), cvf_dtype_name(b), k->name);
+}
+
+/* The dispatch table at one supported level: every dtype pair gets a kernel of the right format. */
+static void test_dispatch(cvf_cpu_isa isa)
+{
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
+    for (size_t i = 0; i < 3; i++)
+        for (size_t j = 0; j < 3; j++)
+            check_descriptor(cvf_cpu_kernel_for(isa, dtypes[i], dtypes[j]), isa, dtypes[i], dtypes[j]);
+}
+
+int main(void)
+{
+    static const cvf_dtype pairs[][2] = {{CVF_F32, CVF_F32}, {CVF_BF16, CVF_BF16}};
+    const cvf_cpu_kernel *tested[2 * CVF_CPU_ISA_COUNT] = {NULL};
+    int tested_count = 0;
+    for (int level = 0; level < CVF_CPU_ISA_COUNT; level++) {
+        cvf_cpu_isa isa = (cvf_cpu_isa)level;
+        if (!cvf_cpu_isa_supported(isa)) {
+            printf("SKIP %s: not supported by this CPU\n", cvf_cpu_isa_name(isa));
+            continue;
+        }
+        test_dispatch(isa);
+        for (size_t p = 0; p < sizeof pairs / sizeof pairs[0]; p++) {
+            const cvf_cpu_kernel *k = cvf_cpu_kernel_for(isa, pairs[p][0], pairs[p][1]);
+            if (!k)
+                continue;
+            bool seen = false;
+            for (int t = 0; t < tested_count; t++)
+                seen = seen || tested[t] == k;
+            printf("%s %s x %s: kernel \"%s\" (%d x %d)%s\n", cvf_cpu_isa_name(isa), cvf_dtype_name(pairs[p][0]),
+                   cvf_dtype_name(pairs[p][1]), k->name, k->mr, k->nr, seen ? ", tested above" : "");
+            if (!seen) {
+                tested[tested_count++] = k;
+                test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
+            }
+        }
+    }
+    return test_report("test_kernels");
+}
