@@ -1,8 +1,16 @@
-/* Strided fp32 <-> storage-dtype runs; see convert.h. */
+/* Strided fp32 <-> storage-dtype runs; see convert.h. Unit-stride runs go to the active level's
+ * vector conversions (bit-identical to the scalar ones below). */
 #include "cpu/convert.h"
+
+#include "cpu/vec.h"
 
 void cvf_cpu_load_run(const void *base, cvf_dtype dtype, int64_t offset, int64_t stride, int64_t count, float *dst)
 {
+    if (stride == 1 && dtype != CVF_F64) {
+        const char *start = (const char *)base + offset * (int64_t)cvf_dtype_size(dtype);
+        cvf_cpu_vec_ops_active()->load(start, dtype, count, dst);
+        return;
+    }
     switch (dtype) {
     case CVF_F32: {
         const float *src = (const float *)base + offset;
@@ -28,6 +36,11 @@ void cvf_cpu_load_run(const void *base, cvf_dtype dtype, int64_t offset, int64_t
 
 void cvf_cpu_store_run(void *base, cvf_dtype dtype, int64_t offset, int64_t stride, int64_t count, const float *src)
 {
+    if (stride == 1 && dtype != CVF_F64) {
+        char *start = (char *)base + offset * (int64_t)cvf_dtype_size(dtype);
+        cvf_cpu_vec_ops_active()->store(start, dtype, count, src);
+        return;
+    }
     switch (dtype) {
     case CVF_F32: {
         float *dst = (float *)base + offset;

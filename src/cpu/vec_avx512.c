@@ -1,0 +1,275 @@
+/*
+ * The AVX-512 level of the vector operations (see vec.h): 16 lanes, F/BW/DQ/VL + FMA + F16C,
+ * masked loads and stores for partial blocks. Built with the matching -m flags (CMakeLists.txt)
+ * and only called when the CPU has them. bf16 is rounded with integer ops, so the same code
+ * serves the AVX512 and AVX512_BF16 levels.
+ */
+#include "cpu/vec.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+#include <string.h>
+
+#define VEC_WIDTH 16
+
+typedef __m512 vf;
+typedef __m512i vi;
+typedef __mmask16 vmask;
+
+/* Broadcasts a. */
+static inline vf vf_set(float a)
+{
+    return _mm512_set1_ps(a);
+}
+
+/* a + b. */
+static inline vf vf_add(vf a, vf b)
+{
+    return _mm512_add_ps(a, b);
+}
+
+/* a - b. */
+static inline vf vf_sub(vf a, vf b)
+{
+    return _mm512_sub_ps(a, b);
+}
+
+/* a * b. */
+static inline vf vf_mul(vf a, vf b)
+{
+    return _mm512_mul_ps(a, b);
+}
+
+/* a / b. */
+static inline vf vf_div(vf a, vf b)
+{
+    return _mm512_div_ps(a, b);
+}
+
+/* a * b + c, rounded once. */
+static inline vf vf_fma(vf a, vf b, vf c)
+{
+    return _mm512_fmadd_ps(a, b, c);
+}
+
+/* |a|. */
+static inline vf vf_abs(vf a)
+{
+    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), _mm512_set1_epi32(0x7FFFFFFF)));
+}
+
+/* a (non-negative) with the sign of b. */
+static inline vf vf_or_sign(vf a, vf b)
+{
+    vi sign = _mm512_and_si512(_mm512_castps_si512(b), _mm512_set1_epi32((int)0x80000000u));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(a), sign));
+}
+
+/* min(a, b); b when either is NaN. */
+static inline vf vf_min(vf a, vf b)
+{
+    return _mm512_min_ps(a, b);
+}
+
+/* max(a, b); b when either is NaN. */
+static inline vf vf_max(vf a, vf b)
+{
+    return _mm512_max_ps(a, b);
+}
+
+/* a rounded to the nearest integral value (ties even). */
+static inline vf vf_round(vf a)
+{
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+/* Integral a as int32. */
+static inline vi vf_to_vi(vf a)
+{
+    return _mm512_cvtps_epi32(a);
+}
+
+/* n >> 1, arithmetic. */
+static inline vi vi_halve(vi n)
+{
+    return _mm512_srai_epi32(n, 1);
+}
+
+/* a - b. */
+static inline vi vi_sub(vi a, vi b)
+{
+    return _mm512_sub_epi32(a, b);
+}
+
+/* 2^n for n in [-126, 127]. */
+static inline vf vf_pow2i(vi n)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+}
+
+/* a < b (false for NaN). */
+static inline vmask vf_lt(vf a, vf b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ);
+}
+
+/* a >= b (false for NaN). */
+static inline vmask vf_ge(vf a, vf b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_GE_OQ);
+}
+
+/* a > b (false for NaN). */
+static inline vmask vf_gt(vf a, vf b)
+{
+    return _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ);
+}
+
+/* a is NaN. */
+static inline vmask vf_isnan(vf a)
+{
+    return _mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q);
+}
+
+/* m ? a : b, lane by lane. */
+static inline vf vf_select(vmask m, vf a, vf b)
+{
+    return _mm512_mask_blend_ps(m, b, a);
+}
+
+/* Mask of the first count lanes (count in 0..16). */
+static inline __mmask16 lane_mask(int count)
+{
+    return (__mmask16)((1u << count) - 1u);
+}
+
+/* The first count floats at p (count in 1..16), zeros after; reads nothing beyond. */
+static inline vf vf_load_n(const float *p, int count)
+{
+    if (count == VEC_WIDTH)
+        return _mm512_loadu_ps(p);
+    return _mm512_maskz_loadu_ps(lane_mask(count), p);
+}
+
+/* Writes the first count lanes of v to p (count in 1..16); writes nothing beyond. */
+static inline void vf_store_n(float *p, vf v, int count)
+{
+    if (count == VEC_WIDTH)
+        _mm512_storeu_ps(p, v);
+    else
+        _mm512_mask_storeu_ps(p, lane_mask(count), v);
+}
+
+#include "cpu/vec_simd.h"
+
+/* The first count 16-bit values at p (count in 1..16), zeros after; reads nothing beyond. */
+static inline __m256i load_u16_n(const uint16_t *p, int count)
+{
+    return _mm256_maskz_loadu_epi16(lane_mask(count), p);
+}
+
+/* binary16 -> binary32 as cvf_f16_to_f32: F16C, except that NaN lanes keep their payload as is
+ * (the hardware would set the quiet bit of a signalling NaN). */
+static inline vf f16_to_f32(__m256i h)
+{
+    vf converted = _mm512_cvtph_ps(h);
+    vi wide = _mm512_cvtepu16_epi32(h);
+    __mmask16 special =
+        _mm512_cmpeq_epi32_mask(_mm512_and_si512(wide, _mm512_set1_epi32(0x7C00)), _mm512_set1_epi32(0x7C00));
+    vi sign = _mm512_slli_epi32(_mm512_and_si512(wide, _mm512_set1_epi32(0x8000)), 16);
+    vi payload = _mm512_slli_epi32(_mm512_and_si512(wide, _mm512_set1_epi32(0x03FF)), 13);
+    vi bits = _mm512_or_si512(_mm512_or_si512(sign, payload), _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_blend_ps(special, converted, _mm512_castsi512_ps(bits));
+}
+
+/* bfloat16 -> binary32: the bits shifted up. */
+static inline vf bf16_to_f32(__m256i h)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* binary32 -> bfloat16 as cvf_f32_to_bf16: add 0x7FFF plus the kept lsb and truncate; NaN is
+ * truncated with the quiet bit set. Returns the results in the low 16 bits of the 32-bit lanes. */
+static inline vi f32_to_bf16_lanes(vf x)
+{
+    vi b = _mm512_castps_si512(x);
+    vi lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
+    vi rounded = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+    vi quiet = _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x0040));
+    __mmask16 is_nan =
+        _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_blend_epi32(is_nan, rounded, quiet);
+}
+
+/* dst[i] = (float)src[i]; see vec.h. */
+static void avx512_load(const void *src, cvf_dtype dtype, int64_t count, float *dst)
+{
+    const uint16_t *half = (const uint16_t *)src;
+    switch (dtype) {
+    case CVF_F32:
+        if (count > 0)
+            memcpy(dst, src, (size_t)count * sizeof(float));
+        break;
+    case CVF_F16:
+        for (int64_t i = 0; i < count; i += VEC_WIDTH) {
+            int m = vec_lanes(i, count);
+            vf_store_n(dst + i, f16_to_f32(load_u16_n(half + i, m)), m);
+        }
+        break;
+    case CVF_BF16:
+        for (int64_t i = 0; i < count; i += VEC_WIDTH) {
+            int m = vec_lanes(i, count);
+            vf_store_n(dst + i, bf16_to_f32(load_u16_n(half + i, m)), m);
+        }
+        break;
+    case CVF_F64: break;
+    }
+}
+
+/* dst[i] = src[i] rounded to dtype; see vec.h. F16C's conversion rounds to nearest even,
+ * overflows to Inf and keeps NaN payloads (top bits) with the quiet bit set, as the scalar code. */
+static void avx512_store(void *dst, cvf_dtype dtype, int64_t count, const float *src)
+{
+    uint16_t *half = (uint16_t *)dst;
+    switch (dtype) {
+    case CVF_F32:
+        if (count > 0)
+            memcpy(dst, src, (size_t)count * sizeof(float));
+        break;
+    case CVF_F16:
+        for (int64_t i = 0; i < count; i += VEC_WIDTH) {
+            int m = vec_lanes(i, count);
+            __m256i h = _mm512_cvtps_ph(vf_load_n(src + i, m), _MM_FROUND_TO_NEAREST_INT);
+            _mm256_mask_storeu_epi16(half + i, lane_mask(m), h);
+        }
+        break;
+    case CVF_BF16:
+        for (int64_t i = 0; i < count; i += VEC_WIDTH) {
+            int m = vec_lanes(i, count);
+            _mm512_mask_cvtepi32_storeu_epi16(half + i, lane_mask(m), f32_to_bf16_lanes(vf_load_n(src + i, m)));
+        }
+        break;
+    case CVF_F64: break;
+    }
+}
+
+static const cvf_cpu_vec_ops avx512_ops = {
+    "avx512", avx512_load, avx512_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run,
+};
+
+const cvf_cpu_vec_ops *cvf_cpu_vec_ops_avx512(void)
+{
+    return &avx512_ops;
+}
+
+#else /* not x86: no AVX-512 code */
+
+#include <stddef.h>
+
+const cvf_cpu_vec_ops *cvf_cpu_vec_ops_avx512(void)
+{
+    return NULL;
+}
+
+#endif
