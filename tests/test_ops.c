@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/isa.h"
+#include "cpu/kernels/kernels.h"
 #include "harness.h"
 #include "support.h"
 
@@ -1123,8 +1125,38 @@ static void section_checking_tools(const contexts *cx)
     test_checking_tools();
 }
 
+/* The CPU variant under test: CVF_CPU_ISA names one (ctest runs the suite once per level), and a
+ * level this CPU lacks is a visible skip (exit 77), never a silent run of another level. Returns
+ * false when the suite should be skipped. */
+static bool announce_cpu_variant(void)
+{
+    const char *forced = getenv("CVF_CPU_ISA");
+    if (forced && *forced) {
+        bool known = false;
+        for (int isa = 0; isa < CVF_CPU_ISA_COUNT; isa++)
+            if (strcmp(forced, cvf_cpu_isa_name((cvf_cpu_isa)isa)) == 0) {
+                known = true;
+                if (!cvf_cpu_isa_supported((cvf_cpu_isa)isa)) {
+                    printf("SKIP: CVF_CPU_ISA=%s is not supported by this CPU\n", forced);
+                    return false;
+                }
+            }
+        if (!known) {
+            printf("SKIP: CVF_CPU_ISA=%s names no ISA level\n", forced);
+            return false;
+        }
+    }
+    cvf_cpu_isa isa = cvf_cpu_isa_active();
+    const char *blocks = getenv("CVF_CPU_BLOCKS");
+    printf("cpu isa %s: kernels %s, %s%s%s\n", cvf_cpu_isa_name(isa), cvf_cpu_kernel_for(isa, CVF_F32, CVF_F32)->name,
+           cvf_cpu_kernel_for(isa, CVF_BF16, CVF_BF16)->name, blocks ? "; CVF_CPU_BLOCKS=" : "", blocks ? blocks : "");
+    return true;
+}
+
 int main(void)
 {
+    if (!announce_cpu_variant())
+        return 77;
     double start = cvft_now_seconds();
     contexts cx;
     if (!CHECK(contexts_create(&cx) == 0, "could not create the contexts")) {

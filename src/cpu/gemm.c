@@ -1,256 +1,585 @@
 /*
- * The CPU GEMM with a fused epilogue: the "cube" and the "vector" of one output tile in one task.
+ * The CPU GEMM with a fused epilogue, in the five loops of BLIS:
  *
- * The output is cut into MC x NC tiles, one task each, spread over the context's threads. A task
- * loops over K in KC panels: it packs the A block (MC x KC) and the B block (KC x NC) into fp32
- * micro-panels (converting f16/bf16 and reading strided or transposed views in place) and runs
- * the micro-kernel over them into an fp32 accumulator tile. After the last panel the epilogue
- * runs on that tile — bias, aux_out, activation, conversion, store, bias-gradient partial sums —
- * so the fp32 product never goes to memory. Bias-gradient partials are kept per row block and
- * combined in row-block order: the sums do not depend on the thread count.
+ *   for jc over N in NC columns                      B block (KC x NC) lives in L3
+ *     for pc over K in KC panels                     packed once per (jc, pc), shared by the threads
+ *       for ic over M in MC rows      (parallel)     A block (MC x KC) packed per task, lives in L2
+ *         for jr over NC in NR columns               one B micro-panel (KC x NR) stays in L1
+ *           for ir over MC in MR rows                micro-kernel: MR x NR fp32 tile in registers
+ *
+ * Packing converts f16/bf16 to fp32 (or keeps bf16 pairs for the vdpbf16ps kernel) and reads any
+ * strided or transposed view in place. The micro-kernel comes from the active ISA level
+ * (kernels/kernels.h). When K fits in one panel, the tile goes straight from the kernel to the
+ * epilogue; otherwise the passes accumulate in an fp32 block and the last one hands each finished
+ * tile to the epilogue. The epilogue — the "vector" side — runs per tile while it is in L1: bias,
+ * aux_out, activation (GELU' reading the matching aux_in tile), conversion, store, and the
+ * bias-gradient partial sum of the tile's rows. Partials are kept per MR-row tile and combined in
+ * tile order, so bias gradients are bit-identical for any thread count.
+ *
+ * Block sizes come from the cache sizes read at run time (cpu/caches), so the same binary fits
+ * other CPUs.
  */
-#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/internal.h"
 #include "cpu/convert.h"
 #include "cpu/cpu.h"
 #include "cpu/kernels/kernels.h"
+#include "cpu/vec.h"
 
-enum {
-    MR = CVF_CPU_MR,
-    NR = CVF_CPU_NR,
-    MC = 64,                                                  /* rows of an output tile (multiple of MR) */
-    NC = 256,                                                 /* columns of an output tile (multiple of NR) */
-    KC = 256,                                                 /* depth of one packed panel */
-    RUN = NC > KC ? (NC > MC ? NC : MC) : (KC > MC ? KC : MC) /* longest converted run */
-};
+/* Cache sizes in bytes (per core for L1/L2, whole cache for L3), read once. */
+typedef struct cache_sizes {
+    int64_t l1, l2, l3;
+} cache_sizes;
 
-/* Per-thread scratch, in floats, laid out one after the other. */
-enum {
-    SCRATCH_ACC = 0,                   /* MC x NC accumulator tile */
-    SCRATCH_A = SCRATCH_ACC + MC * NC, /* packed A block, MC x KC */
-    SCRATCH_B = SCRATCH_A + MC * KC,   /* packed B block, KC x NC */
-    SCRATCH_RUN = SCRATCH_B + KC * NC, /* one converted run */
-    SCRATCH_BIAS = SCRATCH_RUN + RUN,  /* the tile's bias columns */
-    SCRATCH_SUMS = SCRATCH_BIAS + NC,  /* the tile's bias-gradient partial sums */
-    SCRATCH_FLOATS = SCRATCH_SUMS + NC
-};
+/* Reads a cache size from sysconf, or returns fallback when the system does not say. */
+static int64_t cache_size(int name, int64_t fallback)
+{
+    long bytes = sysconf(name);
+    return bytes > 0 ? (int64_t)bytes : fallback;
+}
 
-/* Everything the tasks of one GEMM share. */
-typedef struct gemm_job {
-    const cvf_matrix *a, *b, *c;
-    const cvf_epilogue *ep;
-    int64_t m, n, k;
-    int64_t row_blocks, col_blocks;
-    float *scratch;  /* SCRATCH_FLOATS per thread */
-    float *partials; /* row_blocks x n bias-gradient partial sums, or NULL */
-} gemm_job;
+/* The machine's cache sizes; cheap enough to read per call (no global state). */
+static cache_sizes read_caches(void)
+{
+    cache_sizes caches = {cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), cache_size(_SC_LEVEL2_CACHE_SIZE, 1 << 20),
+                          cache_size(_SC_LEVEL3_CACHE_SIZE, 8 << 20)};
+    if (caches.l3 < caches.l2)
+        caches.l3 = caches.l2;
+    return caches;
+}
 
-/* Returns ceil(x / y) for x >= 0, y > 0. */
+/* Everything one GEMM call decides before it runs: the kernel, block sizes, workspace layout. */
+typedef struct gemm_plan {
+    const cvf_cpu_kernel *kernel;
+    int64_t mr, nr, m, n, k;
+    int64_t kc, mc, nc;    /* block sizes; kc even for bf16 pairs */
+    int64_t ic_blocks;     /* MC-row blocks of M */
+    int64_t jr_chunks;     /* column chunks of one NC block per task (when M alone has too few blocks) */
+    int64_t elt;           /* bytes of one packed element */
+    int64_t row_tiles;     /* MR-row tiles of M (bias-gradient partials) */
+    bool multi_pass;       /* K > KC: passes accumulate in an fp32 block */
+    int64_t splits;        /* K slices computed in parallel and summed in order (small M x N, long K) */
+    int64_t packers;       /* tasks that pack one B block together */
+    int32_t threads;       /* threads the phases can use (slots of per-thread scratch) */
+    size_t thread_stride;  /* bytes of per-thread scratch */
+    size_t b_stride, acc_stride; /* bytes of one slice's packed B block and fp32 block */
+    size_t off_b, off_bias, off_acc, off_partials, off_threads, total;
+} gemm_plan;
+
+/* Per-thread scratch, in bytes: packed A block, tile, converted run, aux_in row. */
+typedef struct thread_layout {
+    size_t a, tile, run, aux, total;
+} thread_layout;
+
 static int64_t ceil_div(int64_t x, int64_t y)
 {
     return (x + y - 1) / y;
 }
 
-/* Packs A[i0 .. i0+mc, p0 .. p0+kc] into MR-row micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR]. */
-static void pack_a(const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float *packed, float *run)
+static int64_t round_up(int64_t x, int64_t y)
 {
-    int64_t panels = ceil_div(mc, MR);
-    memset(packed, 0, sizeof(float) * (size_t)(panels * MR * kc));
-    if (a->col_stride <= a->row_stride) { /* rows are the contiguous direction: convert row runs */
-        for (int64_t i = 0; i < mc; i++) {
-            cvf_cpu_load_run(a->data, a->dtype, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc, run);
-            float *dst = packed + (i / MR) * MR * kc + i % MR;
-            for (int64_t p = 0; p < kc; p++)
-                dst[p * MR] = run[p];
-        }
-    } else { /* columns are contiguous (a transposed view): convert column runs */
-        for (int64_t p = 0; p < kc; p++) {
-            cvf_cpu_load_run(a->data, a->dtype, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
-            for (int64_t i = 0; i < mc; i++)
-                packed[(i / MR) * MR * kc + p * MR + i % MR] = run[i];
-        }
-    }
+    return ceil_div(x, y) * y;
 }
 
-/* Packs B[p0 .. p0+kc, j0 .. j0+nc] into NR-column micro-panels: packed[(j / NR) * NR * kc + p * NR + j % NR]. */
-static void pack_b(const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float *packed, float *run)
+static int64_t max64(int64_t a, int64_t b)
 {
-    int64_t panels = ceil_div(nc, NR);
-    memset(packed, 0, sizeof(float) * (size_t)(panels * NR * kc));
-    if (b->col_stride <= b->row_stride) { /* row runs */
-        for (int64_t p = 0; p < kc; p++) {
-            cvf_cpu_load_run(b->data, b->dtype, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
-            for (int64_t j = 0; j < nc; j++)
-                packed[(j / NR) * NR * kc + p * NR + j % NR] = run[j];
-        }
-    } else { /* column runs (a transposed view, e.g. a PyTorch weight read as W^T) */
-        for (int64_t j = 0; j < nc; j++) {
-            cvf_cpu_load_run(b->data, b->dtype, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc, run);
-            float *dst = packed + (j / NR) * NR * kc + j % NR;
-            for (int64_t p = 0; p < kc; p++)
-                dst[p * NR] = run[p];
-        }
-    }
+    return a > b ? a : b;
 }
 
-/* acc[MC x NC] += A block @ B block over the whole K, panel by panel. */
-static void accumulate_tile(const gemm_job *job, int64_t i0, int64_t mc, int64_t j0, int64_t nc, float *scratch)
+static int64_t min64(int64_t a, int64_t b)
 {
-    float *acc = scratch + SCRATCH_ACC;
-    float *pa = scratch + SCRATCH_A, *pb = scratch + SCRATCH_B, *run = scratch + SCRATCH_RUN;
-    memset(acc, 0, sizeof(float) * MC * NC);
-    for (int64_t p0 = 0; p0 < job->k; p0 += KC) {
-        int64_t kc = job->k - p0 < KC ? job->k - p0 : KC;
-        pack_a(job->a, i0, mc, p0, kc, pa, run);
-        pack_b(job->b, p0, kc, j0, nc, pb, run);
-        for (int64_t jr = 0; jr < nc; jr += NR)
-            for (int64_t ir = 0; ir < mc; ir += MR)
-                cvf_cpu_kernel_generic(kc, pa + ir * kc, pb + jr * kc, acc + ir * NC + jr, NC);
+    return a < b ? a : b;
+}
+
+/* Per-thread scratch layout for a plan's block sizes. */
+static thread_layout thread_scratch(const gemm_plan *plan)
+{
+    thread_layout t;
+    t.a = 0;
+    t.tile = t.a + cvf_round_up_64((size_t)(plan->mc * round_up(plan->kc, 2) * plan->elt));
+    t.run = t.tile + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
+    t.aux = t.run + cvf_round_up_64(sizeof(float) * (size_t)max64(max64(plan->nc, plan->mc), plan->kc));
+    t.total = t.aux + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
+    return t;
+}
+
+/*
+ * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
+ * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
+ */
+static void read_forced_blocks(int64_t *kc, int64_t *mc, int64_t *nc)
+{
+    const char *text = getenv("CVF_CPU_BLOCKS");
+    long long k = 0, m = 0, n = 0;
+    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 &&
+        m <= 65536 && n <= 65536) {
+        *kc = k, *mc = m, *nc = n;
     }
 }
 
 /*
- * GELU in fp32 without cancellation. With u = k (x + c x^3) and s = sigmoid(2u):
- *   0.5 (1 + tanh u) = s,   1 - tanh(u)^2 = 4 s (1 - s),   1 - s = sigmoid(-2u),
- * so gelu(x) = x s and gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2): the same functions as the
- * tanh form, but the tails (where 1 + tanh u cancels) keep full relative accuracy.
+ * Chooses block sizes for the kernel and the caches:
+ *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic;
+ *   MC: the packed A block (MC x KC) takes about half of L2;
+ *   NC: the packed B block (KC x NC) takes about a quarter of L3 (shared by the cores);
+ * then K up to 1.25 KC runs as one pass, and M is cut into at least a few MC blocks per thread
+ * (or, when M is short, the NC block's panels into chunks) so that the threads share the work.
  */
-static float gelu_u(float x)
+static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t pool_threads)
 {
-    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    return k * (x + c * x * x * x);
+    int64_t kc = caches->l1 / 2 / (plan->nr * plan->elt);
+    kc = min64(max64(kc & ~(int64_t)15, 64), 512);
+    int64_t forced_kc = 0, forced_mc = 0, forced_nc = 0;
+    read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
+    if (forced_kc > 0)
+        kc = forced_kc;
+    else if (plan->k <= kc + kc / 4)
+        kc = max64(plan->k, 1);
+    plan->multi_pass = plan->k > kc;
+    plan->kc = round_up(kc, 2);
+
+    int64_t mc_max = forced_mc > 0 ? forced_mc : caches->l2 / 2 / (plan->kc * plan->elt);
+    mc_max = max64(plan->mr, mc_max / plan->mr * plan->mr);
+    int64_t blocks = ceil_div(max64(plan->m, 1), mc_max);
+    int64_t threads = pool_threads;
+    /* a few blocks per thread (down to 8 MR rows each), so that a thread slowed by other work on
+     * its core does not hold up the others at the end of each pass */
+    blocks = max64(blocks, min64(4 * threads, ceil_div(max64(plan->m, 1), 8 * plan->mr)));
+    plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
+    blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
+    plan->mc = round_up(ceil_div(max64(plan->m, 1), blocks), plan->mr);
+    plan->ic_blocks = ceil_div(plan->m, plan->mc);
+
+    int64_t nc = forced_nc > 0 ? forced_nc : caches->l3 / 4 / (plan->kc * plan->elt);
+    if (plan->multi_pass) /* the fp32 accumulation block (M x NC) stays within 64 MiB */
+        nc = min64(nc, (64 << 20) / (4 * max64(plan->m, 1)));
+    nc = max64(plan->nr, nc / plan->nr * plan->nr);
+    plan->nc = min64(nc, round_up(max64(plan->n, 1), plan->nr));
+    plan->jr_chunks = min64(plan->jr_chunks, ceil_div(plan->nc, plan->nr));
 }
 
-/* gelu_tanh(x) in fp32. */
-static float gelu_f32(float x)
+/*
+ * Splits K for products whose output is too small to share among threads but whose K is long
+ * (weight gradients of a small layer over many tokens): up to 8 slices, each computed into its own
+ * fp32 block, then summed in slice order. The split depends on the shape alone, never on the
+ * thread count, so results (bias gradients included) are the same for any number of threads.
+ */
+static void choose_splits(gemm_plan *plan)
 {
-    return x / (1.0f + expf(-2.0f * gelu_u(x)));
+    plan->splits = 1;
+    const int64_t small_output = 64 * 256, min_slice = 4 * plan->kc;
+    if (plan->m * plan->n > small_output || plan->k < 2 * min_slice)
+        return;
+    plan->splits = min64(8, plan->k / min_slice);
+    plan->multi_pass = true;
+    plan->nc = round_up(plan->n, plan->nr); /* one column block: the whole output per slice */
+    plan->jr_chunks = 1;
 }
 
-/* gelu_tanh'(x) in fp32; beyond |x| = 1e10 its limit, 1 or 0 (x * x would overflow). */
-static float gelu_derivative_f32(float x)
+/* Plans a call: same result for the workspace query and the run. */
+static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                           const cvf_epilogue *ep)
 {
-    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    if (fabsf(x) > 1e10f)
-        return x > 0.0f ? 1.0f : 0.0f;
-    float u = gelu_u(x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u));
-    float one_minus_s = 1.0f / (1.0f + expf(2.0f * u));
-    return s + 2.0f * x * s * one_minus_s * k * (1.0f + 3.0f * c * x * x);
+    gemm_plan plan;
+    memset(&plan, 0, sizeof plan);
+    cache_sizes caches = read_caches();
+    plan.kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), a->dtype, b->dtype);
+    plan.mr = plan.kernel->mr;
+    plan.nr = plan.kernel->nr;
+    plan.m = c->rows;
+    plan.n = c->cols;
+    plan.k = a->cols;
+    plan.elt = plan.kernel->format == CVF_CPU_PACK_BF16 ? 2 : 4;
+    plan.row_tiles = ceil_div(plan.m, plan.mr);
+    choose_blocks(&plan, &caches, cvf_threadpool_size(ctx->pool));
+    choose_splits(&plan);
+    /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
+    int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
+    /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
+    plan.packers = min64(4 * (int64_t)cvf_threadpool_size(ctx->pool), ceil_div(plan.nc, plan.nr));
+    plan.threads = cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers));
+
+    plan.b_stride = cvf_round_up_64((size_t)(round_up(plan.kc, 2) * round_up(plan.nc, plan.nr) * plan.elt));
+    plan.acc_stride = plan.multi_pass ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.nc)) : 0;
+    size_t b_bytes = plan.b_stride * (size_t)plan.splits;
+    size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
+    size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
+    size_t partial_bytes = ep->bias_grad ? sizeof(float) * (size_t)(plan.row_tiles * plan.n) : 0;
+    plan.thread_stride = thread_scratch(&plan).total;
+    plan.off_b = 0;
+    plan.off_bias = plan.off_b + cvf_round_up_64(b_bytes);
+    plan.off_acc = plan.off_bias + cvf_round_up_64(bias_bytes);
+    plan.off_partials = plan.off_acc + cvf_round_up_64(acc_bytes);
+    plan.off_threads = plan.off_partials + cvf_round_up_64(partial_bytes);
+    plan.total = plan.off_threads + plan.thread_stride * (size_t)max64(plan.threads, 1);
+    return plan;
 }
 
-/* Applies the activation to one row of the tile; aux holds the row of aux_in for DGELU. */
-static void activate_row(cvf_activation activation, float *x, const float *aux, int64_t nc)
+/* ---- packing -------------------------------------------------------------------------------- */
+
+/* Element (i, j) of a 16-bit view as raw bits (bf16 packing copies bits, no rounding). */
+static uint16_t bits16(const cvf_matrix *x, int64_t i, int64_t j)
 {
-    switch (activation) {
-    case CVF_ACTIVATION_NONE: break;
-    case CVF_ACTIVATION_RELU:
-        for (int64_t j = 0; j < nc; j++)
-            x[j] = x[j] < 0.0f ? 0.0f : x[j]; /* NaN stays NaN, as in PyTorch */
-        break;
-    case CVF_ACTIVATION_GELU_TANH:
-        for (int64_t j = 0; j < nc; j++)
-            x[j] = gelu_f32(x[j]);
-        break;
-    case CVF_ACTIVATION_DGELU_TANH:
-        for (int64_t j = 0; j < nc; j++)
-            x[j] *= gelu_derivative_f32(aux[j]);
-        break;
+    return ((const uint16_t *)x->data)[i * x->row_stride + j * x->col_stride];
+}
+
+/* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
+static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                       float *packed, float *run)
+{
+    const int64_t mr = plan->mr;
+    int64_t padded = round_up(mc, mr);
+    if (a->col_stride <= a->row_stride) { /* rows contiguous: convert each row, scatter by MR */
+        for (int64_t i = 0; i < mc; i++) {
+            cvf_cpu_load_run(a->data, a->dtype, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc, run);
+            float *dst = packed + (i / mr) * mr * kc + i % mr;
+            for (int64_t p = 0; p < kc; p++)
+                dst[p * mr] = run[p];
+        }
+    } else { /* columns contiguous (a transposed view): convert each column, copy MR at a time */
+        for (int64_t p = 0; p < kc; p++) {
+            cvf_cpu_load_run(a->data, a->dtype, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
+            for (int64_t i = 0; i < mc; i += mr)
+                memcpy(packed + i * kc + p * mr, run + i, sizeof(float) * (size_t)min64(mr, mc - i));
+        }
+    }
+    for (int64_t i = mc; i < padded; i++) /* zero rows of the last panel */
+        for (int64_t p = 0; p < kc; p++)
+            packed[(i / mr) * mr * kc + p * mr + i % mr] = 0.0f;
+}
+
+/* fp32 B micro-panels: packed[(j / NR) * NR * kc + p * NR + j % NR] = B[p0 + p, j0 + j]. */
+static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                       float *packed, float *run)
+{
+    const int64_t nr = plan->nr;
+    int64_t padded = round_up(nc, nr);
+    if (b->col_stride <= b->row_stride) { /* rows contiguous */
+        for (int64_t p = 0; p < kc; p++) {
+            cvf_cpu_load_run(b->data, b->dtype, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
+            for (int64_t j = 0; j < nc; j += nr)
+                memcpy(packed + j * kc + p * nr, run + j, sizeof(float) * (size_t)min64(nr, nc - j));
+        }
+    } else { /* columns contiguous (a transposed view, e.g. a PyTorch weight read as W^T) */
+        for (int64_t j = 0; j < nc; j++) {
+            cvf_cpu_load_run(b->data, b->dtype, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc, run);
+            float *dst = packed + (j / nr) * nr * kc + j % nr;
+            for (int64_t p = 0; p < kc; p++)
+                dst[p * nr] = run[p];
+        }
+    }
+    for (int64_t j = nc; j < padded; j++)
+        for (int64_t p = 0; p < kc; p++)
+            packed[(j / nr) * nr * kc + p * nr + j % nr] = 0.0f;
+}
+
+/* bf16-pair A micro-panels (kernels.h): element (i, p) at ((p / 2) * MR + i) * 2 + p % 2 of its panel. */
+static void pack_a_bf16(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                        uint16_t *packed)
+{
+    const int64_t mr = plan->mr, kp = round_up(kc, 2);
+    for (int64_t i = 0; i < round_up(mc, mr); i++) {
+        uint16_t *dst = packed + (i / mr) * mr * kp + (i % mr) * 2;
+        for (int64_t p = 0; p < kp; p++)
+            dst[(p / 2) * mr * 2 + p % 2] = (i < mc && p < kc) ? bits16(a, i0 + i, p0 + p) : 0;
     }
 }
 
-/* The vector side: epilogue on the finished fp32 tile, row by row, then the stores. */
-static void finish_tile(const gemm_job *job, int64_t row_block, int64_t i0, int64_t mc, int64_t j0, int64_t nc,
-                        float *scratch)
+/* bf16-pair B micro-panels: element (p, j) at ((p / 2) * NR + j) * 2 + p % 2 of its panel. */
+static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                        uint16_t *packed)
+{
+    const int64_t nr = plan->nr, kp = round_up(kc, 2);
+    for (int64_t p = 0; p < kp; p++)
+        for (int64_t j = 0; j < round_up(nc, nr); j++)
+            packed[(j / nr) * nr * kp + ((p / 2) * nr + j % nr) * 2 + p % 2] =
+                (j < nc && p < kc) ? bits16(b, p0 + p, j0 + j) : 0;
+}
+
+/* ---- the job ------------------------------------------------------------------------------- */
+
+/* One call in flight: the views, the plan, the workspace and the current (jc, pc) block. */
+typedef struct gemm_job {
+    const cvf_matrix *a, *b, *c;
+    const cvf_epilogue *ep;
+    const cvf_cpu_vec_ops *vec;
+    gemm_plan plan;
+    char *workspace;
+    char *packed_b; /* the packed B block (the slice's own when K is split) */
+    float *acc;     /* the fp32 block of multi-pass products (the slice's own when K is split) */
+    int64_t j0, nc, p0, kc; /* the current block */
+    bool first_pass, last_pass;
+    bool finish;     /* the last pass runs the epilogue (false for K slices: summed first) */
+    int64_t packers; /* tasks that share the packing of the B block */
+} gemm_job;
+
+/* Elements of one packed micro-panel (A: MR rows, B: NR columns) for the current kc. */
+static int64_t panel_elements(const gemm_job *job, int64_t width)
+{
+    return width * (job->plan.kernel->format == CVF_CPU_PACK_BF16 ? round_up(job->kc, 2) : job->kc);
+}
+
+/* Task of the packing phase: thread `task` packs its share of the B block's NR panels. */
+static void pack_b_task(void *arg, int64_t task, int32_t thread)
+{
+    gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    int64_t panels = ceil_div(job->nc, plan->nr);
+    int64_t first = panels * task / job->packers, last = panels * (task + 1) / job->packers;
+    if (first >= last)
+        return;
+    int64_t j = first * plan->nr, width = min64(last * plan->nr, job->nc) - j;
+    char *packed = job->packed_b + (size_t)(first * panel_elements(job, plan->nr) * plan->elt);
+    if (plan->kernel->format == CVF_CPU_PACK_BF16) {
+        pack_b_bf16(plan, job->b, job->p0, job->kc, job->j0 + j, width, (uint16_t *)packed);
+    } else {
+        float *run = (float *)(job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread +
+                               thread_scratch(plan).run);
+        pack_b_f32(plan, job->b, job->p0, job->kc, job->j0 + j, width, (float *)packed, run);
+    }
+}
+
+/* Stores n fp32 values as row i, columns j0.., of x (any dtype, any column stride). */
+static void store_row(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t i, int64_t j0, int64_t n,
+                      const float *values)
+{
+    int64_t offset = i * x->row_stride + j0 * x->col_stride;
+    if (x->col_stride == 1) /* the common layout: straight to the level's vector store */
+        vec->store((char *)x->data + offset * (int64_t)cvf_dtype_size(x->dtype), x->dtype, n, values);
+    else
+        cvf_cpu_store_run(x->data, x->dtype, offset, x->col_stride, n, values);
+}
+
+/* Loads row i, columns j0.., of x as n fp32 values. */
+static void load_row(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t i, int64_t j0, int64_t n, float *values)
+{
+    int64_t offset = i * x->row_stride + j0 * x->col_stride;
+    if (x->col_stride == 1)
+        vec->load((const char *)x->data + offset * (int64_t)cvf_dtype_size(x->dtype), x->dtype, n, values);
+    else
+        cvf_cpu_load_run(x->data, x->dtype, offset, x->col_stride, n, values);
+}
+
+/*
+ * The vector side for one finished m x n tile at (i0, j0) of C, rows ldt floats apart, while it is
+ * in L1: bias, aux_out, activation (GELU' with the matching aux_in tile), store, and the tile's
+ * bias-gradient partial sums. aux has room for an MR_MAX x NR_MAX tile. When the tile is dense
+ * (ldt == n) the activation runs once over all of it.
+ */
+static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                        float *aux)
 {
     const cvf_epilogue *ep = job->ep;
-    const cvf_matrix *c = job->c;
-    float *acc = scratch + SCRATCH_ACC, *run = scratch + SCRATCH_RUN;
-    float *bias = scratch + SCRATCH_BIAS, *sums = scratch + SCRATCH_SUMS;
-    if (ep->bias)
-        cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, j0 * ep->bias->stride, ep->bias->stride, nc, bias);
-    memset(sums, 0, sizeof(float) * NC);
-    for (int64_t i = 0; i < mc; i++) {
-        float *x = acc + i * NC;
-        if (ep->bias)
-            for (int64_t j = 0; j < nc; j++)
-                x[j] += bias[j];
-        if (ep->aux_out)
-            cvf_cpu_store_run(ep->aux_out->data, ep->aux_out->dtype,
-                              (i0 + i) * ep->aux_out->row_stride + j0 * ep->aux_out->col_stride,
-                              ep->aux_out->col_stride, nc, x);
-        if (ep->aux_in)
-            cvf_cpu_load_run(ep->aux_in->data, ep->aux_in->dtype,
-                             (i0 + i) * ep->aux_in->row_stride + j0 * ep->aux_in->col_stride, ep->aux_in->col_stride,
-                             nc, run);
-        activate_row(ep->activation, x, run, nc);
-        cvf_cpu_store_run(c->data, c->dtype, (i0 + i) * c->row_stride + j0 * c->col_stride, c->col_stride, nc, x);
-        for (int64_t j = 0; j < nc; j++)
-            sums[j] += x[j];
+    const cvf_cpu_vec_ops *vec = job->vec;
+    if (ep->bias) {
+        const float *bias = (const float *)(job->workspace + job->plan.off_bias) + j0;
+        for (int64_t r = 0; r < m; r++)
+            vec->add(tile + r * ldt, bias, n);
     }
-    if (job->partials)
-        memcpy(job->partials + row_block * job->n + j0, sums, sizeof(float) * (size_t)nc);
+    if (ep->aux_out)
+        for (int64_t r = 0; r < m; r++)
+            store_row(vec, ep->aux_out, i0 + r, j0, n, tile + r * ldt);
+    if (ep->activation != CVF_ACTIVATION_NONE) {
+        int64_t lda = ldt == n ? n : CVF_CPU_NR_MAX; /* aux rows: dense like the tile, or NR_MAX apart */
+        if (ep->aux_in)
+            for (int64_t r = 0; r < m; r++)
+                load_row(vec, ep->aux_in, i0 + r, j0, n, aux + r * lda);
+        if (ldt == n) {
+            vec->activate(ep->activation, tile, aux, m * n);
+        } else {
+            for (int64_t r = 0; r < m; r++)
+                vec->activate(ep->activation, tile + r * ldt, aux + r * lda, n);
+        }
+    }
+    for (int64_t r = 0; r < m; r++)
+        store_row(vec, job->c, i0 + r, j0, n, tile + r * ldt);
+    if (ep->bias_grad) { /* rows summed in order into this MR-row tile's partial */
+        float *partial = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
+        memcpy(partial, tile, sizeof(float) * (size_t)n);
+        for (int64_t r = 1; r < m; r++)
+            vec->accumulate(partial, tile + r * ldt, n);
+    }
 }
 
-/* One task: one MC x NC output tile, computed and finished. */
-static void gemm_task(void *arg, int64_t task, int32_t thread)
+/* Task of the compute phase: one MC block of rows against one chunk of the B block's panels. */
+static void compute_task(void *arg, int64_t task, int32_t thread)
+{
+    gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    const cvf_cpu_kernel *kernel = plan->kernel;
+    int64_t block = task / plan->jr_chunks, chunk = task % plan->jr_chunks;
+    int64_t i0 = block * plan->mc, mc = min64(plan->mc, plan->m - i0);
+    int64_t panels = ceil_div(job->nc, plan->nr);
+    int64_t jr_first = panels * chunk / plan->jr_chunks * plan->nr;
+    int64_t jr_last = min64(panels * (chunk + 1) / plan->jr_chunks * plan->nr, job->nc);
+    if (mc <= 0 || jr_first >= jr_last)
+        return;
+
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    thread_layout layout = thread_scratch(plan);
+    char *packed_a = scratch + layout.a;
+    float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
+    if (kernel->format == CVF_CPU_PACK_BF16)
+        pack_a_bf16(plan, job->a, i0, mc, job->p0, job->kc, (uint16_t *)packed_a);
+    else
+        pack_a_f32(plan, job->a, i0, mc, job->p0, job->kc, (float *)packed_a, (float *)(scratch + layout.run));
+
+    const char *packed_b = job->packed_b;
+    float *acc = job->acc;
+    size_t a_panel = (size_t)(panel_elements(job, plan->mr) * plan->elt);
+    size_t b_panel = (size_t)(panel_elements(job, plan->nr) * plan->elt);
+    for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
+        int64_t n = min64(plan->nr, job->nc - jr);
+        const char *b = packed_b + (size_t)(jr / plan->nr) * b_panel;
+        for (int64_t ir = 0; ir < mc; ir += plan->mr) {
+            int64_t m = min64(plan->mr, mc - ir);
+            const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            if (!plan->multi_pass) {
+                kernel->run(job->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
+                finish_tile(job, tile, n, i0 + ir, m, job->j0 + jr, n, aux);
+                continue;
+            }
+            float *block_tile = acc + (i0 + ir) * plan->nc + jr;
+            kernel->run(job->kc, a, b, block_tile, plan->nc, m, n, !job->first_pass);
+            if (job->last_pass && job->finish)
+                finish_tile(job, block_tile, plan->nc, i0 + ir, m, job->j0 + jr, n, aux);
+        }
+    }
+}
+
+/* The five loops over [p_begin, p_end) of K, with the pool (pool != NULL: B packed by all
+ * threads, MC blocks spread over them) or on the calling task's thread alone (pool == NULL). */
+static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int64_t p_end, int32_t thread)
+{
+    const gemm_plan *plan = &job->plan;
+    int64_t tasks = plan->ic_blocks * plan->jr_chunks;
+    for (job->j0 = 0; job->j0 < plan->n; job->j0 += plan->nc) {
+        job->nc = min64(plan->nc, plan->n - job->j0);
+        job->p0 = p_begin;
+        do { /* at least one pass: K == 0 stores zeros through zero-padded panels */
+            job->kc = min64(plan->kc, p_end - job->p0);
+            job->first_pass = job->p0 == p_begin;
+            job->last_pass = job->p0 + plan->kc >= p_end;
+            if (pool) {
+                cvf_threadpool_run(pool, job->packers, pack_b_task, job);
+                cvf_threadpool_run(pool, tasks, compute_task, job);
+            } else {
+                pack_b_task(job, 0, thread);
+                for (int64_t task = 0; task < tasks; task++)
+                    compute_task(job, task, thread);
+            }
+            job->p0 += plan->kc;
+        } while (job->p0 < p_end);
+    }
+}
+
+/* All of K on the pool. */
+static void run_blocks(cvf_context *ctx, gemm_job *job)
+{
+    run_loops(ctx->pool, job, 0, job->plan.k, 0);
+}
+
+/* Task: one K slice, computed into its own fp32 block on one thread (no epilogue yet). */
+static void slice_task(void *arg, int64_t task, int32_t thread)
 {
     const gemm_job *job = arg;
-    int64_t row_block = task / job->col_blocks, col_block = task % job->col_blocks;
-    int64_t i0 = row_block * MC, j0 = col_block * NC;
-    int64_t mc = job->m - i0 < MC ? job->m - i0 : MC;
-    int64_t nc = job->n - j0 < NC ? job->n - j0 : NC;
-    float *scratch = job->scratch + (size_t)thread * SCRATCH_FLOATS;
-    accumulate_tile(job, i0, mc, j0, nc, scratch);
-    finish_tile(job, row_block, i0, mc, j0, nc, scratch);
+    const gemm_plan *plan = &job->plan;
+    gemm_job slice = *job;
+    int64_t unit = plan->elt == 2 ? 2 : 1; /* bf16 pairs must not straddle slices */
+    int64_t units = ceil_div(plan->k, unit);
+    int64_t p_begin = units * task / plan->splits * unit, p_end = min64(units * (task + 1) / plan->splits * unit, plan->k);
+    slice.packed_b = job->workspace + plan->off_b + plan->b_stride * (size_t)task;
+    slice.acc = (float *)(job->workspace + plan->off_acc + plan->acc_stride * (size_t)task);
+    slice.finish = false;
+    slice.packers = 1;
+    run_loops(NULL, &slice, p_begin, p_end, thread);
 }
 
-/* bias_grad[j] = sum over row blocks, in order, of the partial sums (accumulated in double). */
-static void combine_partials(const gemm_job *job)
+/* Task: one MR-row tile of the output: the K slices summed in slice order, then the epilogue. */
+static void sum_slices_task(void *arg, int64_t task, int32_t thread)
 {
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    int64_t i0 = task * plan->mr, m = min64(plan->mr, plan->m - i0);
+    float *first = job->acc + i0 * plan->nc;
+    for (int64_t s = 1; s < plan->splits; s++) {
+        const float *other = (const float *)((const char *)job->acc + plan->acc_stride * (size_t)s) + i0 * plan->nc;
+        for (int64_t r = 0; r < m; r++)
+            job->vec->add(first + r * plan->nc, other + r * plan->nc, plan->n);
+    }
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    float *aux = (float *)(scratch + thread_scratch(plan).aux);
+    for (int64_t j0 = 0; j0 < plan->n; j0 += plan->nr)
+        finish_tile(job, first + j0, plan->nc, i0, m, j0, min64(plan->nr, plan->n - j0), aux);
+}
+
+/* bias_grad[j] = sum over the MR-row tiles, in order, of their partial sums (in double). */
+static void combine_partials(const gemm_job *job, double *sums)
+{
+    const gemm_plan *plan = &job->plan;
+    const float *partials = (const float *)(job->workspace + plan->off_partials);
     const cvf_vector *out = job->ep->bias_grad;
-    for (int64_t j = 0; j < job->n; j++) {
-        double sum = 0.0;
-        for (int64_t r = 0; r < job->row_blocks; r++)
-            sum += job->partials[r * job->n + j];
-        float value = (float)sum;
-        cvf_cpu_store_run(out->data, out->dtype, j * out->stride, 1, 1, &value);
+    for (int64_t j0 = 0; j0 < plan->n; j0 += CVF_CPU_NR_MAX) {
+        int64_t n = min64(CVF_CPU_NR_MAX, plan->n - j0);
+        for (int64_t j = 0; j < n; j++)
+            sums[j] = 0.0;
+        for (int64_t r = 0; r < plan->row_tiles; r++)
+            for (int64_t j = 0; j < n; j++)
+                sums[j] += partials[r * plan->n + j0 + j];
+        float values[CVF_CPU_NR_MAX];
+        for (int64_t j = 0; j < n; j++)
+            values[j] = (float)sums[j];
+        cvf_cpu_store_run(out->data, out->dtype, j0 * out->stride, out->stride, n, values);
     }
 }
 
-/* Number of MC x NC tile tasks of an output. */
-static int64_t tile_tasks(const cvf_matrix *c)
+/* bias_grad of an empty product (M == 0): zeros. */
+static void zero_bias_grad(const cvf_vector *out)
 {
-    return ceil_div(c->rows, MC) * ceil_div(c->cols, NC);
-}
-
-/* Bytes of the per-thread scratch (packing buffers, accumulator tile) for the threads a run of
- * tasks uses: a small product does not pay for the whole pool. */
-static size_t scratch_bytes(const cvf_context *ctx, int64_t tasks)
-{
-    size_t threads = (size_t)cvf_threadpool_threads_for(ctx->pool, tasks);
-    return cvf_round_up_64(sizeof(float) * SCRATCH_FLOATS * threads);
+    float zero = 0.0f;
+    for (int64_t j = 0; j < out->length; j++)
+        cvf_cpu_store_run(out->data, out->dtype, j * out->stride, 1, 1, &zero);
 }
 
 size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                                 const cvf_epilogue *ep)
 {
-    (void)a, (void)b;
-    size_t partials = ep->bias_grad ? sizeof(float) * (size_t)(ceil_div(c->rows, MC) * c->cols) : 0;
-    return scratch_bytes(ctx, tile_tasks(c)) + cvf_round_up_64(partials);
+    if (c->rows == 0 || c->cols == 0)
+        return 0;
+    return make_plan(ctx, a, b, c, ep).total;
 }
 
 cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                           const cvf_epilogue *ep, void *workspace)
 {
-    gemm_job job = {a,         b,   c, ep, c->rows, c->cols, a->cols, ceil_div(c->rows, MC), ceil_div(c->cols, NC),
-                    workspace, NULL};
-    if (ep->bias_grad && workspace) /* no workspace: an empty product, no partials to keep */
-        job.partials = (float *)((char *)workspace + scratch_bytes(ctx, tile_tasks(c)));
-    cvf_threadpool_run(ctx->pool, tile_tasks(c), gemm_task, &job);
-    if (ep->bias_grad)
-        combine_partials(&job);
+    if (c->rows == 0 || c->cols == 0) {
+        if (ep->bias_grad)
+            zero_bias_grad(ep->bias_grad);
+        return CVF_STATUS_SUCCESS;
+    }
+    gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .vec = cvf_cpu_vec_ops_active(), .workspace = workspace};
+    job.plan = make_plan(ctx, a, b, c, ep);
+    const gemm_plan *plan = &job.plan;
+    job.packed_b = job.workspace + plan->off_b;
+    job.acc = (float *)(job.workspace + plan->off_acc);
+    job.finish = true;
+    job.packers = plan->packers;
+    if (ep->bias)
+        cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
+                         (float *)(job.workspace + plan->off_bias));
+    if (plan->splits > 1) {
+        cvf_threadpool_run(ctx->pool, plan->splits, slice_task, &job);
+        cvf_threadpool_run(ctx->pool, plan->row_tiles, sum_slices_task, &job);
+    } else {
+        run_blocks(ctx, &job);
+    }
+    if (ep->bias_grad) {
+        double sums[CVF_CPU_NR_MAX];
+        combine_partials(&job, sums);
+    }
     return CVF_STATUS_SUCCESS;
 }
