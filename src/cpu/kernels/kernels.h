@@ -70,10 +70,5 @@ void cvf_cpu_kernel_bf16_avx512(int64_t kc, const void *a, const void *b, float 
                                 int accumulate);
 #endif
 
-/* Legacy portable 4x8 kernel of the first CPU stage (c += A B over a full tile); removed once
- * the driver moves to the contract above. */
-#define CVF_CPU_MR 4
-#define CVF_CPU_NR 8
-void cvf_cpu_kernel_generic(int64_t kc, const float *a, const float *b, float *c, int64_t ldc);
 
 #endif /* CVF_CPU_KERNELS_H */
