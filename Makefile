@@ -3,7 +3,8 @@
 #   make test           build, then run every test (ctest)
 #   make test-sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-thread    the multi-threaded op tests built with ThreadSanitizer
-#   make bench          time the ops (median of repeated runs)
+#   make bench          time the CPU target shapes (design/TARGETS.md), ours vs OpenBLAS side by side,
+#                       on 2 threads; the table, then the JSON lines (also in build/bench.jsonl)
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 THREAD_BUILD ?= build-thread
@@ -11,6 +12,8 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 CTEST ?= ctest
 CLI = $(BUILD)/cvfuse
+BENCH_THREADS ?= 2
+BENCH_REPEAT ?= 5
 MAKEFLAGS += --no-print-directory
 
 .PHONY: all build run test test-sanitize test-thread bench format clean
@@ -44,8 +47,13 @@ test-thread:
 	$(CMAKE) --build $(THREAD_BUILD) -j $(JOBS) --target test_ops
 	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R test_ops
 
+# OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set by some login environments) pin OpenBLAS to slower
+# kernels: unset for this command only, never for the tests or CI.
 bench: build
-	$(CLI) bench --op all
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(CLI) bench --suite cpu --threads $(BENCH_THREADS) \
+		--repeat $(BENCH_REPEAT) --warmup 1 --json-out $(BUILD)/bench.jsonl
+	@echo
+	@cat $(BUILD)/bench.jsonl
 
 format:
 	clang-format -i include/*.h src/*/*.[ch] src/cpu/kernels/*.[ch] tools/*.[ch] tests/*.[ch]

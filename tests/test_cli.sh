@@ -5,7 +5,8 @@
 # strict option parsing, small checked runs of every op in every dtype, the --json format,
 # .npy round trips (--outputs then --inputs, the dtype taken from the files), hand-written .npy
 # files (Fortran order, '<f8'), malformed, mismatched and mixed-dtype files, a failed library call,
-# bench and explain. Small shapes only: runs in seconds, also under AddressSanitizer. Prints
+# bench (its baseline, or "none" in a build without OpenBLAS; the peak) and explain. Small shapes
+# only: runs in seconds, also under AddressSanitizer. Prints
 # "test_cli: N passed, M failed" last; exits 1 on any failure.
 set -u
 
@@ -17,6 +18,10 @@ PASSED=0
 FAILED=0
 HAVE_PYTHON=0
 command -v python3 >/dev/null 2>&1 && HAVE_PYTHON=1
+
+# The keys of every bench JSON object.
+BENCH_KEYS="op device dtype shape threads ms gflops min_ms repeat warmup baseline baseline_ms baseline_min_ms ratio
+baseline_check peak_gflops peak_fraction"
 
 # Small shapes used throughout.
 MM=(--m 33 --n 17 --k 65)
@@ -124,7 +129,7 @@ test_help() {
     expect_rc 0 "help"
     expect_has "mlp-backward" "$OUT" "help lists the subcommands"
     local command
-    for command in matmul-relu mlp-forward mlp-backward bench explain; do
+    for command in gemm matmul-relu mlp-forward mlp-backward bench explain; do
         run "$command" --help
         expect_rc 0 "$command --help"
         expect_has "usage: cvfuse $command" "$OUT" "$command --help usage line"
@@ -168,6 +173,13 @@ test_usage_errors() {
     expect_usage "bench shape of another op" bench "--S does not apply to --op matmul-relu" \
         bench --op matmul-relu --S 4
     expect_usage "explain --check" explain "'--check'" explain --check
+    expect_usage "--device cuda outside bench" matmul-relu "--device: 'cuda' is not one of cpu, reference" \
+        matmul-relu --device cuda
+    expect_usage "bench --device bad" bench "--device: 'tpu' is not one of cpu, reference, cuda" bench --device tpu
+    expect_usage "bench --suite bad" bench "--suite: 'gpu' is not one of cpu" bench --suite gpu
+    expect_usage "bench --suite with --op" bench "--op does not apply to --suite" bench --suite cpu --op gemm
+    expect_usage "bench --suite with a shape" bench "--m does not apply to --suite" bench --suite cpu --m 4
+    expect_usage "bench --suite with --dtype" bench "--dtype does not apply to --suite" bench --suite cpu --dtype f16
     run matmul-relu --frob
     local lines
     lines=$(printf '%s\n' "$ERR" | wc -l)
@@ -202,6 +214,12 @@ test_checked_runs() {
     run mlp-forward "${MLP[@]}" --device reference
     expect_rc 0 "mlp-forward on the reference device without --check"
     if [ -z "$ERR" ]; then pass; else fail "reference device without --check wrote to stderr: $ERR"; fi
+    run gemm "${MM[@]}" --check
+    expect_rc 0 "gemm --check"
+    expect_has "ok: 1 of 1 outputs within tolerance" "$OUT" "gemm check row"
+    run gemm "${MM[@]}" --dtype bf16 --check --json
+    expect_rc 0 "gemm bf16 --check --json"
+    expect_has '"op":"gemm","device":"cpu","dtype":"bf16"' "$OUT" "gemm --json op and dtype"
     run matmul-relu --m=7 --n=5 --k=3 --check
     expect_rc 0 "--name=value spelling"
     expect_has "m=7 n=5 k=3" "$OUT" "--name=value sets the shape"
@@ -223,10 +241,10 @@ test_json() {
     expect_has '"gelu_output":' "$OUT" "mlp-forward rel_err names gelu_output"
     run bench "${MM[@]}" "${MLP[@]}" --repeat 2 --warmup 1 --json
     expect_rc 0 "bench --json"
-    expect_true "bench --json keys" json_lines op device dtype shape threads ms gflops min_ms repeat warmup
+    expect_true "bench --json keys" json_lines $BENCH_KEYS
     local lines
     lines=$(wc -l <"$TMP/out")
-    if [ "$lines" -eq 3 ]; then pass; else fail "bench --op all printed $lines JSON lines, expected 3"; fi
+    if [ "$lines" -eq 4 ]; then pass; else fail "bench --op all printed $lines JSON lines, expected 4"; fi
     run explain --json
     expect_rc 0 "explain --json"
     expect_true "explain --json keys" json_lines op device dtype workspace_dtype shape kernels bytes_total savings \
@@ -414,11 +432,95 @@ run_limited() {
 
 # ---- bench and explain ----------------------------------------------------------------------------
 
+# bench_json_check WANT: checks the bench JSON objects of the last stdout with python3 (skipped
+# without it): WANT "openblas" or "none" is the baseline of every object; ratio = ms / baseline_ms
+# and a baseline_check within the dtype's tolerance with a baseline (the outputs may differ by one
+# rounding to f16 / bf16), nulls without; peak_fraction = gflops / peak_gflops; 3 timed runs after
+# 1 warm-up run.
+bench_json_check() {
+    [ "$HAVE_PYTHON" = 1 ] || return 0
+    python3 - "$TMP/out" "$1" <<'EOF'
+import json, sys
+path, want = sys.argv[1], sys.argv[2]
+tolerance = {"f32": 1e-5, "f16": 2e-3, "bf16": 1e-2}
+def close(a, b):
+    return abs(a - b) <= 1e-3 * abs(b)
+for line in open(path).read().splitlines():
+    o = json.loads(line)
+    if o["baseline"] != want:
+        sys.exit("baseline %r, expected %r: %s" % (o["baseline"], want, line))
+    if want == "none":
+        if any(o[k] is not None for k in ("baseline_ms", "baseline_min_ms", "ratio", "baseline_check")):
+            sys.exit("baseline none with numbers: " + line)
+    else:
+        if not (o["baseline_ms"] > 0 and o["baseline_min_ms"] <= o["baseline_ms"]):
+            sys.exit("bad baseline times: " + line)
+        if not close(o["ratio"], o["ms"] / o["baseline_ms"]):
+            sys.exit("ratio is not ms / baseline_ms: " + line)
+        if not (0 <= o["baseline_check"] <= tolerance[o["dtype"]]):
+            sys.exit("baseline outputs do not match ours: " + line)
+    if o["peak_gflops"] is not None:
+        if not (o["peak_gflops"] > 0 and close(o["peak_fraction"], o["gflops"] / o["peak_gflops"])):
+            sys.exit("bad peak: " + line)
+    if not (o["min_ms"] <= o["ms"] and o["repeat"] == 3 and o["warmup"] == 1):
+        sys.exit("bad times or counts: " + line)
+EOF
+}
+
 test_bench_explain() {
     run bench --op matmul-relu --m 16 --n 16 --k 16 --repeat 3 --warmup 1
     expect_rc 0 "bench --op matmul-relu"
     expect_has "median ms" "$OUT" "bench table header"
     expect_has "m=16 n=16 k=16" "$OUT" "bench row"
+    expect_has "base ms" "$OUT" "bench table has the baseline column"
+    expect_has "peak on " "$OUT" "bench table states the peak"
+    local baseline=none
+    case "$OUT" in
+    *"baseline: openblas ("*) baseline=openblas ;;
+    *) expect_has "baseline: none (OpenBLAS not found at build time)" "$OUT" "bench says why there is no baseline" ;;
+    esac
+    echo "test_cli: bench baseline: $baseline" >&2
+
+    # gemm and matmul-relu in every dtype and the MLP ops in f32: the OpenBLAS baseline (if built)
+    run bench --op gemm --m 33 --n 17 --k 65 --repeat 3 --warmup 1 --threads 2 --json
+    expect_rc 0 "bench --op gemm --json"
+    expect_true "bench gemm JSON keys" json_lines $BENCH_KEYS
+    expect_true "bench gemm baseline fields" bench_json_check "$baseline"
+    expect_has '"threads":2' "$OUT" "bench --threads 2"
+    local dtype
+    for dtype in f16 bf16; do
+        run bench --op matmul-relu --m 37 --n 19 --k 23 --dtype "$dtype" --repeat 3 --warmup 1 --json
+        expect_rc 0 "bench matmul-relu $dtype"
+        expect_true "bench matmul-relu $dtype baseline fields" bench_json_check "$baseline"
+    done
+    run bench --op mlp-backward "${MLP[@]}" --repeat 3 --warmup 1 --json
+    expect_rc 0 "bench mlp-backward"
+    expect_true "bench mlp-backward baseline fields" bench_json_check "$baseline"
+    run bench --op mlp-forward "${MLP[@]}" --repeat 3 --warmup 1 --json
+    expect_rc 0 "bench mlp-forward"
+    expect_true "bench mlp-forward baseline fields" bench_json_check "$baseline"
+    # the MLP baselines are f32 only: "none" in f16 whatever the build
+    run bench --op mlp-forward "${MLP[@]}" --dtype f16 --repeat 3 --warmup 1 --json
+    expect_rc 0 "bench mlp-forward f16"
+    expect_true "bench mlp-forward f16 has no baseline" bench_json_check none
+    expect_has '"baseline":"none","baseline_ms":null' "$OUT" "no baseline: nulls in the JSON"
+
+    # --json-out: the table on stdout, the JSON objects in the file
+    run bench --op gemm --m 8 --n 8 --k 8 --repeat 3 --warmup 1 --json-out "$TMP/bench.jsonl"
+    expect_rc 0 "bench --json-out"
+    expect_has "median ms" "$OUT" "bench --json-out keeps the table"
+    cp "$TMP/bench.jsonl" "$TMP/out"
+    expect_true "bench --json-out file keys" json_lines $BENCH_KEYS
+    run bench --op gemm --m 8 --n 8 --k 8 --json-out "$TMP/no_such_dir/b.jsonl"
+    expect_rc 1 "bench --json-out into a missing directory"
+
+    run bench --device cuda --op gemm --m 8 --n 8 --k 8
+    if [ "$RC" -eq 2 ]; then
+        expect_has "cvfuse bench: built without CUDA" "$ERR" "bench --device cuda without CUDA"
+    fi
+    run bench --op gemm --m 8 --n 8 --k 8 --device reference --repeat 3 --warmup 1 --json
+    expect_rc 0 "bench on the reference device"
+    expect_has '"device":"reference"' "$OUT" "bench --device reference"
     run explain
     expect_rc 0 "explain"
     expect_has "K1" "$OUT" "explain mentions K1"

@@ -2,13 +2,16 @@
  * The cvfuse command-line tool, shared between its source files (tools/cvfuse.c and tools/cli_*.c).
  *
  *   cli_options.c  the option table, strict parsing, usage / runtime / library error messages
- *   cli_ops.c      the op table: parameter names and shapes of matmul-relu, mlp-forward and
- *                  mlp-backward, and how each binds its tensors to a library call
+ *   cli_ops.c      the op table: parameter names and shapes of gemm, matmul-relu, mlp-forward
+ *                  and mlp-backward, and how each binds its tensors to a library call
  *   cli_tensors.c  tensor sets: named tensors of one op, loaded from .npy files, random, written
  *                  back, copied to float64 and compared with the reference device
  *   cli_report.c   results as an aligned table or as one JSON object per line
- *   cli_run.c      the three op subcommands (one generic runner driven by the op table)
- *   cli_bench.c    the bench subcommand
+ *   cli_run.c      the op subcommands (one generic runner driven by the op table)
+ *   cli_bench.c    the bench subcommand: our op and a baseline timed side by side, the peak probe
+ *   cli_baseline.c the unfused baselines of bench (OpenBLAS + vectorised loops; see cli_baseline.h)
+ *   cli_peak.c     the FMA / bf16 dot-product peak probe of bench
+ *   cli_bench_cuda.c  bench --device cuda (a stub in builds without CUDA)
  *   cli_explain.c  the explain subcommand
  *   cvfuse.c       main: the subcommand table and the top-level help
  *
@@ -58,6 +61,8 @@ typedef enum cli_opt {
     CLI_OPT_OP,
     CLI_OPT_REPEAT,
     CLI_OPT_WARMUP,
+    CLI_OPT_SUITE,
+    CLI_OPT_JSON_OUT,
     CLI_OPT_HELP,
     CLI_OPT_COUNT
 } cli_opt;
@@ -72,6 +77,7 @@ typedef struct cli_args {
     const char *text[CLI_OPT_COUNT]; /* values of the text options (--inputs, --outputs, --op) */
     cvf_dtype dtype;                 /* --dtype, when given */
     cvf_device device;               /* --device, CPU unless given */
+    int cuda;                        /* --device cuda (bench only; device stays CPU) */
 } cli_args;
 
 /* Parses argv[0..argc) (the words after the subcommand) accepting only the options in allowed.
@@ -259,6 +265,12 @@ typedef struct cli_result {
     int64_t repeat;         /* bench: timed runs */
     int64_t warmup;         /* bench: untimed runs before them */
     const cli_check *check; /* NULL without --check */
+    /* bench only: the baseline timed alternately with ours on the same inputs */
+    const char *baseline;   /* "openblas" or "none" */
+    double baseline_ms;     /* its median (NaN without a baseline) */
+    double baseline_min_ms; /* its fastest run (NaN without a baseline) */
+    double baseline_check;  /* largest relative Frobenius error, baseline vs our outputs (NaN: none) */
+    double peak_gflops;     /* the measured peak the op is held against (NaN: unknown) */
 } cli_result;
 
 /* Fills the common fields of a result. */
@@ -273,8 +285,10 @@ void cli_report_json(FILE *out, const cli_result *result);
 /* Prints an op subcommand's result as a titled, aligned table (plus the check table). */
 void cli_report_table(FILE *out, const cli_result *result, const char *inputs_from);
 
-/* Prints the title and column header of the bench table. */
-void cli_report_bench_header(FILE *out, const cli_result *first);
+/* Prints the title, the notes lines (each ending in a newline, may be "") and the column header of
+ * the bench table. */
+void cli_report_bench_header(FILE *out, cvf_device device, int threads, int64_t repeat, int64_t warmup,
+                             const char *notes);
 
 /* Prints one row of the bench table. */
 void cli_report_bench_row(FILE *out, const cli_result *result);
@@ -285,11 +299,28 @@ void cli_json_string(FILE *out, const char *s);
 /* Prints a JSON number with %.6g; NaN and infinities become null. */
 void cli_json_number(FILE *out, double value);
 
+/* ---- peak probe ----------------------------------------------------------------------------- */
+
+/* The measured arithmetic peak of this CPU with a given number of threads running at once. */
+typedef struct cli_peak {
+    int threads;
+    double fp32_gflops;   /* FMA loops on every thread (NaN when the CPU has neither AVX-512 nor AVX2+FMA) */
+    const char *fp32_isa; /* "avx512f", "avx2+fma" or "none" */
+    double bf16_gflops;   /* vdpbf16ps loops (NaN without avx512bf16) */
+} cli_peak;
+
+/* Measures the fp32 FMA and bf16 dot-product peaks with threads concurrent threads (~0.2 s). */
+void cli_peak_measure(int threads, cli_peak *peak);
+
 /* ---- subcommands ---------------------------------------------------------------------------- */
 
 /* Each takes the words after the subcommand and returns the exit code. */
 int cli_cmd_op(const cli_op *op, int argc, char **argv);
 int cli_cmd_bench(int argc, char **argv);
 int cli_cmd_explain(int argc, char **argv);
+
+/* bench --device cuda, with the parsed arguments of bench. Returns the exit code (a usage error in
+ * builds without CUDA). */
+int cli_bench_cuda(const cli_args *args);
 
 #endif /* CVF_TOOLS_CLI_H */

@@ -1,5 +1,5 @@
 /*
- * The op table of the cvfuse CLI: for matmul-relu, mlp-forward and mlp-backward, the dimension
+ * The op table of the cvfuse CLI: for gemm, matmul-relu, mlp-forward and mlp-backward, the dimension
  * names and defaults, every parameter with its shape (the .npy file names are the parameter
  * names), the FLOP count and the binding of the tensors to the library call. Everything else
  * (loading, random inputs, checking, reporting) is generic over this table.
@@ -9,7 +9,7 @@
 
 #include "cli.h"
 
-/* Dimension indices of matmul-relu. */
+/* Dimension indices of gemm and matmul-relu. */
 enum { MM_M, MM_N, MM_K };
 /* Dimension indices of the MLP ops. */
 enum { MLP_S, MLP_H, MLP_I };
@@ -30,6 +30,12 @@ enum {
     BW_GRAD_FC2_W,
     BW_GRAD_FC2_B
 };
+
+/* Runs C = A @ B (an empty epilogue). */
+static cvf_status run_gemm(cvf_context *ctx, const cli_tensor_set *set)
+{
+    return cvf_matmul(ctx, cli_set_matrix(set, MM_A), cli_set_matrix(set, MM_B), cli_set_matrix(set, MM_C), NULL);
+}
 
 /* Runs C = relu(A @ B). */
 static cvf_status run_matmul_relu(cvf_context *ctx, const cli_tensor_set *set)
@@ -72,7 +78,7 @@ static cvf_status run_mlp_backward(cvf_context *ctx, const cli_tensor_set *set)
     return cvf_mlp_backward(ctx, &args);
 }
 
-/* The parameters of each op, indexed by the tensor indices above; shapes use the dimension
+/* The parameters of each op (gemm shares matmul-relu's), indexed by the tensor indices above; shapes use the dimension
  * indices (a 1-D tensor uses the first only). */
 static const cli_tensor_spec MATMUL_RELU_TENSORS[] = {
     {"a", CLI_IN, 2, {MM_M, MM_K}},
@@ -101,6 +107,22 @@ static const cli_tensor_spec MLP_BACKWARD_TENSORS[] = {
 _Static_assert(COUNT_OF(MATMUL_RELU_TENSORS) <= CLI_MAX_TENSORS, "raise CLI_MAX_TENSORS");
 _Static_assert(COUNT_OF(MLP_FORWARD_TENSORS) <= CLI_MAX_TENSORS, "raise CLI_MAX_TENSORS");
 _Static_assert(COUNT_OF(MLP_BACKWARD_TENSORS) <= CLI_MAX_TENSORS, "raise CLI_MAX_TENSORS");
+
+static const cli_op GEMM = {
+    .name = "gemm",
+    .summary = "C = A @ B, fp32 accumulation, no epilogue (the plain GEMM)",
+    .call = "cvf_matmul",
+    .inputs_help = "a and b uniform in [-1, 1)",
+    .dim_names = {"m", "n", "k"},
+    .dim_opts = {CLI_OPT_M, CLI_OPT_N, CLI_OPT_K},
+    .dim_defaults = {1024, 1024, 1024},
+    .default_dtype = CVF_F32,
+    .flops_per_mnk = 2.0,
+    .tensor_count = COUNT_OF(MATMUL_RELU_TENSORS),
+    .tensors = MATMUL_RELU_TENSORS,
+    .run = run_gemm,
+    .generate = NULL,
+};
 
 static const cli_op MATMUL_RELU = {
     .name = "matmul-relu",
@@ -187,7 +209,7 @@ static const cli_op MLP_BACKWARD = {
 };
 
 /* Every op, in the order of the help texts and of bench. */
-static const cli_op *const OPS[] = {&MATMUL_RELU, &MLP_FORWARD, &MLP_BACKWARD};
+static const cli_op *const OPS[] = {&GEMM, &MATMUL_RELU, &MLP_FORWARD, &MLP_BACKWARD};
 
 #define OP_COUNT COUNT_OF(OPS)
 

@@ -21,7 +21,7 @@ typedef enum cli_value_kind {
     CLI_VALUE_INT,   /* a decimal integer in [min, max] */
     CLI_VALUE_TEXT,  /* any non-empty string */
     CLI_VALUE_DTYPE, /* f32, f16 or bf16 */
-    CLI_VALUE_DEVICE /* cpu or reference */
+    CLI_VALUE_DEVICE /* cpu or reference (bench also takes cuda) */
 } cli_value_kind;
 
 /* One entry of the option table. */
@@ -54,9 +54,13 @@ static const cli_option_spec OPTIONS[CLI_OPT_COUNT] = {
     [CLI_OPT_CHECK] = {"--check", NULL, CLI_VALUE_FLAG, NULL, "compare every output with the float64 reference device",
                        0, 0},
     [CLI_OPT_JSON] = {"--json", NULL, CLI_VALUE_FLAG, NULL, "print one JSON object per result line", 0, 0},
-    [CLI_OPT_OP] = {"--op", NULL, CLI_VALUE_TEXT, "OP", "matmul-relu, mlp-forward, mlp-backward or all", 0, 0},
+    [CLI_OPT_OP] = {"--op", NULL, CLI_VALUE_TEXT, "OP", "gemm, matmul-relu, mlp-forward, mlp-backward or all", 0, 0},
     [CLI_OPT_REPEAT] = {"--repeat", NULL, CLI_VALUE_INT, "N", "timed runs per op", 1, 1000000},
     [CLI_OPT_WARMUP] = {"--warmup", NULL, CLI_VALUE_INT, "N", "untimed warm-up runs per op", 0, 1000000},
+    [CLI_OPT_SUITE] = {"--suite", NULL, CLI_VALUE_TEXT, "NAME",
+                       "a fixed list of cases instead of --op and shapes: cpu (the CPU targets)", 0, 0},
+    [CLI_OPT_JSON_OUT] = {"--json-out", NULL, CLI_VALUE_TEXT, "FILE",
+                          "also write one JSON object per case to FILE (the table still goes to stdout)", 0, 0},
     [CLI_OPT_HELP] = {"--help", "-h", CLI_VALUE_FLAG, NULL, "show this help and exit", 0, 0},
 };
 
@@ -182,8 +186,11 @@ static int store_value(const char *command, int opt, const char *value, cli_args
             args->device = CVF_DEVICE_CPU;
         else if (strcmp(value, "reference") == 0)
             args->device = CVF_DEVICE_REFERENCE;
+        else if (strcmp(value, "cuda") == 0 && strcmp(command, "bench") == 0)
+            args->cuda = 1;
         else
-            return cli_usage_error(command, "%s: '%s' is not one of cpu, reference", o->name, value);
+            return cli_usage_error(command, "%s: '%s' is not one of cpu, reference%s", o->name, value,
+                                   strcmp(command, "bench") == 0 ? ", cuda" : "");
         return CLI_EXIT_OK;
     case CLI_VALUE_FLAG: break;
     }

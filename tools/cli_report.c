@@ -2,7 +2,9 @@
  * Results of the cvfuse CLI: an aligned, titled table for people (and `make run`), or one JSON
  * object per line for scripts. JSON keys: "op", "device", "dtype", "shape", "threads", "ms",
  * "gflops"; with --check "rel_err" (output name -> number) and "ok"; bench adds "min_ms",
- * "repeat" and "warmup". Non-finite numbers are written as null.
+ * "repeat", "warmup", the baseline ("baseline", "baseline_ms", "baseline_min_ms", "ratio" =
+ * ms / baseline_ms, "baseline_check") and the peak ("peak_gflops", "peak_fraction" = gflops /
+ * peak_gflops). Non-finite numbers are written as null.
  */
 #include <math.h>
 
@@ -10,7 +12,7 @@
 
 /* Column layout shared by the header and the rows of the tables. */
 #define ROW_FORMAT "  %-13s %-9s %-6s %-22s %7s %11s %11s\n"
-#define BENCH_FORMAT "  %-13s %-6s %-22s %11s %11s %11s\n"
+#define BENCH_FORMAT "  %-12s %-5s %-20s %10s %10s %9s %6s %10s %6s %8s\n"
 #define CHECK_FORMAT "  %-18s %11s %10s  %s\n"
 
 void cli_result_init(cli_result *result, const cli_op *op, const cvf_context *ctx, const cli_tensor_set *set)
@@ -91,10 +93,15 @@ void cli_report_json(FILE *out, const cli_result *r)
     json_field(out, "ms", r->ms);
     json_field(out, "gflops", r->gflops);
     if (r->is_bench) {
-        /* A side-by-side baseline ("baseline": {library, ms, gflops}) belongs here once one is
-         * wired in; none is reported until it is measured for real. */
         json_field(out, "min_ms", r->min_ms);
-        fprintf(out, ",\"repeat\":%lld,\"warmup\":%lld", (long long)r->repeat, (long long)r->warmup);
+        fprintf(out, ",\"repeat\":%lld,\"warmup\":%lld,\"baseline\":", (long long)r->repeat, (long long)r->warmup);
+        cli_json_string(out, r->baseline ? r->baseline : "none");
+        json_field(out, "baseline_ms", r->baseline_ms);
+        json_field(out, "baseline_min_ms", r->baseline_min_ms);
+        json_field(out, "ratio", r->ms / r->baseline_ms);
+        json_field(out, "baseline_check", r->baseline_check);
+        json_field(out, "peak_gflops", r->peak_gflops);
+        json_field(out, "peak_fraction", r->gflops / r->peak_gflops);
     }
     if (r->check)
         json_check(out, r->check);
@@ -144,17 +151,25 @@ void cli_report_table(FILE *out, const cli_result *r, const char *inputs_from)
         table_check(out, r->check);
 }
 
-void cli_report_bench_header(FILE *out, const cli_result *first)
+void cli_report_bench_header(FILE *out, cvf_device device, int threads, int64_t repeat, int64_t warmup,
+                             const char *notes)
 {
-    fprintf(out, "bench: %s device, %d threads, median and min of %lld timed runs after %lld warm-up run(s)\n",
-            cvf_device_name(first->device), (int)first->threads, (long long)first->repeat, (long long)first->warmup);
-    fprintf(out, BENCH_FORMAT, "op", "dtype", "shape", "median ms", "min ms", "GFLOP/s");
+    fprintf(out,
+            "bench: %s device, %d threads; ours and the baseline alternate on the same inputs, median and min\n"
+            "  of %lld timed runs each after %lld warm-up run(s) each; ratio = ours / baseline (< 1: ours faster)\n",
+            cvf_device_name(device), threads, (long long)repeat, (long long)warmup);
+    fputs(notes, out);
+    fprintf(out, BENCH_FORMAT, "op", "dtype", "shape", "median ms", "min ms", "GFLOP/s", "%peak", "base ms", "ratio",
+            "base err");
 }
 
 void cli_report_bench_row(FILE *out, const cli_result *r)
 {
-    char shape[96], median[32], min[32], gflops[32];
+    char shape[96], median[32], min[32], gflops[32], peak[32], base[32], ratio[32], err[32];
     cli_op_shape_text(r->op, r->dims, shape, sizeof shape);
     fprintf(out, BENCH_FORMAT, r->op->name, cvf_dtype_name(r->dtype), shape, cell(median, sizeof median, "%.3f", r->ms),
-            cell(min, sizeof min, "%.3f", r->min_ms), cell(gflops, sizeof gflops, "%.2f", r->gflops));
+            cell(min, sizeof min, "%.3f", r->min_ms), cell(gflops, sizeof gflops, "%.1f", r->gflops),
+            cell(peak, sizeof peak, "%.1f", 100.0 * r->gflops / r->peak_gflops),
+            cell(base, sizeof base, "%.3f", r->baseline_ms), cell(ratio, sizeof ratio, "%.3f", r->ms / r->baseline_ms),
+            cell(err, sizeof err, "%.1e", r->baseline_check));
 }

@@ -1,5 +1,5 @@
 /*
- * The op subcommands of the cvfuse CLI (matmul-relu, mlp-forward, mlp-backward): one runner
+ * The op subcommands of the cvfuse CLI (gemm, matmul-relu, mlp-forward, mlp-backward): one runner
  * driven by the op table. Inputs come from --inputs DIR or from the seeded generator; the call is
  * timed once (no warm-up: that is bench's job); outputs go to --outputs DIR; --check compares
  * every output with the float64 reference device.

@@ -1,5 +1,5 @@
 /*
- * Tensor sets: the named tensors of one op, whatever their source. The three op subcommands and
+ * Tensor sets: the named tensors of one op, whatever their source. The op subcommands and
  * bench share this code: allocate, fill with random values, load from DIR/NAME.npy (shapes derived
  * from the files and cross-checked, dtypes converted, Fortran order read in place), write back,
  * and compare with the float64 reference device.

@@ -221,12 +221,6 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 
 /* ---- packing -------------------------------------------------------------------------------- */
 
-/* Element (i, j) of a 16-bit view as raw bits (bf16 packing copies bits, no rounding). */
-static uint16_t bits16(const cvf_matrix *x, int64_t i, int64_t j)
-{
-    return ((const uint16_t *)x->data)[i * x->row_stride + j * x->col_stride];
-}
-
 /* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
 static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                        float *packed, float *run)
@@ -277,27 +271,64 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
             packed[(j / nr) * nr * kc + p * nr + j % nr] = 0.0f;
 }
 
+/*
+ * One bf16-pair micro-panel of width w: dst[((p / 2) * w + r) * 2 + p % 2] = src[r * rs + p * ps] for
+ * r < rows, p < kc; zero for r >= rows and for the odd last p. Bits are copied, nothing rounds.
+ * The loop runs along whichever of r and p is contiguous in the source.
+ */
+static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows, int64_t w, int64_t kc,
+                       uint16_t *dst)
+{
+    int64_t pairs = ceil_div(kc, 2), full = kc / 2;
+    if (ps == 1 || (rs != 1 && ps < rs)) { /* p contiguous: one source row at a time */
+        for (int64_t r = 0; r < rows; r++) {
+            const uint16_t *row = src + r * rs;
+            uint16_t *d = dst + r * 2;
+            for (int64_t q = 0; q < full; q++) {
+                d[q * w * 2] = row[2 * q * ps];
+                d[q * w * 2 + 1] = row[(2 * q + 1) * ps];
+            }
+            if (kc % 2) {
+                d[full * w * 2] = row[2 * full * ps];
+                d[full * w * 2 + 1] = 0;
+            }
+        }
+    } else { /* r contiguous: two source lines (p, p + 1) interleaved at a time */
+        for (int64_t q = 0; q < pairs; q++) {
+            const uint16_t *even = src + 2 * q * ps, *odd = even + ps;
+            uint16_t *d = dst + q * w * 2;
+            bool has_odd = 2 * q + 1 < kc;
+            for (int64_t r = 0; r < rows; r++) {
+                d[r * 2] = even[r * rs];
+                d[r * 2 + 1] = has_odd ? odd[r * rs] : 0;
+            }
+        }
+    }
+    for (int64_t q = 0; q < pairs; q++) /* rows of the panel past the edge */
+        for (int64_t r = rows; r < w; r++)
+            dst[(q * w + r) * 2] = dst[(q * w + r) * 2 + 1] = 0;
+}
+
 /* bf16-pair A micro-panels (kernels.h): element (i, p) at ((p / 2) * MR + i) * 2 + p % 2 of its panel. */
 static void pack_a_bf16(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                         uint16_t *packed)
 {
-    const int64_t mr = plan->mr, kp = round_up(kc, 2);
-    for (int64_t i = 0; i < round_up(mc, mr); i++) {
-        uint16_t *dst = packed + (i / mr) * mr * kp + (i % mr) * 2;
-        for (int64_t p = 0; p < kp; p++)
-            dst[(p / 2) * mr * 2 + p % 2] = (i < mc && p < kc) ? bits16(a, i0 + i, p0 + p) : 0;
-    }
+    const int64_t mr = plan->mr, panel = mr * round_up(kc, 2);
+    const uint16_t *base = (const uint16_t *)a->data + p0 * a->col_stride;
+    for (int64_t i = 0; i < mc; i += mr)
+        pack_pairs(base + (i0 + i) * a->row_stride, a->row_stride, a->col_stride, min64(mr, mc - i), mr, kc,
+                   packed + (i / mr) * panel);
 }
 
 /* bf16-pair B micro-panels: element (p, j) at ((p / 2) * NR + j) * 2 + p % 2 of its panel. */
 static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                         uint16_t *packed)
 {
-    const int64_t nr = plan->nr, kp = round_up(kc, 2);
-    for (int64_t p = 0; p < kp; p++)
-        for (int64_t j = 0; j < round_up(nc, nr); j++)
-            packed[(j / nr) * nr * kp + ((p / 2) * nr + j % nr) * 2 + p % 2] =
-                (j < nc && p < kc) ? bits16(b, p0 + p, j0 + j) : 0;
+    const int64_t nr = plan->nr, panel = nr * round_up(kc, 2);
+    const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
+    for (int64_t j = 0; j < nc; j += nr)
+        pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc,
+                   packed + (j / nr) * panel);
 }
 
 /* ---- the job ------------------------------------------------------------------------------- */
