@@ -67,6 +67,7 @@ typedef struct gemm_plan {
     int32_t threads;       /* threads the phases can use (slots of per-thread scratch) */
     size_t thread_stride;  /* bytes of per-thread scratch */
     size_t b_stride, acc_stride; /* bytes of one slice's packed B block and fp32 block */
+    int64_t acc_ld;              /* row stride of the fp32 block, in floats */
     size_t off_b, off_bias, off_acc, off_partials, off_threads, total;
 } gemm_plan;
 
@@ -204,7 +205,10 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.threads = cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers));
 
     plan.b_stride = cvf_round_up_64((size_t)(round_up(plan.kc, 2) * round_up(plan.nc, plan.nr) * plan.elt));
-    plan.acc_stride = plan.multi_pass ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.nc)) : 0;
+    /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
+     * the MR rows of a tile in one L1 set */
+    plan.acc_ld = plan.nc + 16;
+    plan.acc_stride = plan.multi_pass ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
     size_t b_bytes = plan.b_stride * (size_t)plan.splits;
     size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
@@ -222,6 +226,23 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 /* ---- packing -------------------------------------------------------------------------------- */
 
 /* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
+/* The fp32 values of a run of x: straight from x when it is f32 and contiguous, else converted
+ * into run. */
+static const float *source_run(const cvf_matrix *x, int64_t offset, int64_t stride, int64_t count, float *run)
+{
+    if (x->dtype == CVF_F32 && stride == 1)
+        return (const float *)x->data + offset;
+    cvf_cpu_load_run(x->data, x->dtype, offset, stride, count, run);
+    return run;
+}
+
+/* dst[i] = src[i] for i < n: short copies inline (a library call per micro-panel row costs more). */
+static void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = src[i];
+}
+
 static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                        float *packed, float *run)
 {
@@ -229,16 +250,16 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
     int64_t padded = round_up(mc, mr);
     if (a->col_stride <= a->row_stride) { /* rows contiguous: convert each row, scatter by MR */
         for (int64_t i = 0; i < mc; i++) {
-            cvf_cpu_load_run(a->data, a->dtype, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc, run);
+            const float *src = source_run(a, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc, run);
             float *dst = packed + (i / mr) * mr * kc + i % mr;
             for (int64_t p = 0; p < kc; p++)
-                dst[p * mr] = run[p];
+                dst[p * mr] = src[p];
         }
     } else { /* columns contiguous (a transposed view): convert each column, copy MR at a time */
         for (int64_t p = 0; p < kc; p++) {
-            cvf_cpu_load_run(a->data, a->dtype, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
+            const float *src = source_run(a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
             for (int64_t i = 0; i < mc; i += mr)
-                memcpy(packed + i * kc + p * mr, run + i, sizeof(float) * (size_t)min64(mr, mc - i));
+                copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
         }
     }
     for (int64_t i = mc; i < padded; i++) /* zero rows of the last panel */
@@ -254,16 +275,16 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
     int64_t padded = round_up(nc, nr);
     if (b->col_stride <= b->row_stride) { /* rows contiguous */
         for (int64_t p = 0; p < kc; p++) {
-            cvf_cpu_load_run(b->data, b->dtype, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
+            const float *src = source_run(b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
             for (int64_t j = 0; j < nc; j += nr)
-                memcpy(packed + j * kc + p * nr, run + j, sizeof(float) * (size_t)min64(nr, nc - j));
+                copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
         }
     } else { /* columns contiguous (a transposed view, e.g. a PyTorch weight read as W^T) */
         for (int64_t j = 0; j < nc; j++) {
-            cvf_cpu_load_run(b->data, b->dtype, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc, run);
+            const float *src = source_run(b, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc, run);
             float *dst = packed + (j / nr) * nr * kc + j % nr;
             for (int64_t p = 0; p < kc; p++)
-                dst[p * nr] = run[p];
+                dst[p * nr] = src[p];
         }
     }
     for (int64_t j = nc; j < padded; j++)
@@ -474,10 +495,10 @@ static void compute_task(void *arg, int64_t task, int32_t thread)
                 finish_tile(job, tile, n, i0 + ir, m, job->j0 + jr, n, aux);
                 continue;
             }
-            float *block_tile = acc + (i0 + ir) * plan->nc + jr;
-            kernel->run(job->kc, a, b, block_tile, plan->nc, m, n, !job->first_pass);
+            float *block_tile = acc + (i0 + ir) * plan->acc_ld + jr;
+            kernel->run(job->kc, a, b, block_tile, plan->acc_ld, m, n, !job->first_pass);
             if (job->last_pass && job->finish)
-                finish_tile(job, block_tile, plan->nc, i0 + ir, m, job->j0 + jr, n, aux);
+                finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, job->j0 + jr, n, aux);
         }
     }
 }
@@ -536,16 +557,16 @@ static void sum_slices_task(void *arg, int64_t task, int32_t thread)
     const gemm_job *job = arg;
     const gemm_plan *plan = &job->plan;
     int64_t i0 = task * plan->mr, m = min64(plan->mr, plan->m - i0);
-    float *first = job->acc + i0 * plan->nc;
+    float *first = job->acc + i0 * plan->acc_ld;
     for (int64_t s = 1; s < plan->splits; s++) {
-        const float *other = (const float *)((const char *)job->acc + plan->acc_stride * (size_t)s) + i0 * plan->nc;
+        const float *other = (const float *)((const char *)job->acc + plan->acc_stride * (size_t)s) + i0 * plan->acc_ld;
         for (int64_t r = 0; r < m; r++)
-            job->vec->add(first + r * plan->nc, other + r * plan->nc, plan->n);
+            job->vec->add(first + r * plan->acc_ld, other + r * plan->acc_ld, plan->n);
     }
     char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
     float *aux = (float *)(scratch + thread_scratch(plan).aux);
     for (int64_t j0 = 0; j0 < plan->n; j0 += plan->nr)
-        finish_tile(job, first + j0, plan->nc, i0, m, j0, min64(plan->nr, plan->n - j0), aux);
+        finish_tile(job, first + j0, plan->acc_ld, i0, m, j0, min64(plan->nr, plan->n - j0), aux);
 }
 
 /* bias_grad[j] = sum over the MR-row tiles, in order, of their partial sums (in double). */
