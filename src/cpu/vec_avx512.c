@@ -241,13 +241,20 @@ static void avx512_store(void *dst, cvf_dtype dtype, int64_t count, const float 
         for (int64_t i = 0; i < count; i += VEC_WIDTH) {
             int m = vec_lanes(i, count);
             __m256i h = _mm512_cvtps_ph(vf_load_n(src + i, m), _MM_FROUND_TO_NEAREST_INT);
-            _mm256_mask_storeu_epi16(half + i, lane_mask(m), h);
+            if (m == VEC_WIDTH) /* masked stores are slow on some cores: only for the tail */
+                _mm256_storeu_si256((__m256i *)(half + i), h);
+            else
+                _mm256_mask_storeu_epi16(half + i, lane_mask(m), h);
         }
         break;
     case CVF_BF16:
         for (int64_t i = 0; i < count; i += VEC_WIDTH) {
             int m = vec_lanes(i, count);
-            _mm512_mask_cvtepi32_storeu_epi16(half + i, lane_mask(m), f32_to_bf16_lanes(vf_load_n(src + i, m)));
+            __m512i bits = f32_to_bf16_lanes(vf_load_n(src + i, m));
+            if (m == VEC_WIDTH)
+                _mm256_storeu_si256((__m256i *)(half + i), _mm512_cvtepi32_epi16(bits));
+            else
+                _mm512_mask_cvtepi32_storeu_epi16(half + i, lane_mask(m), bits);
         }
         break;
     case CVF_F64: break;
