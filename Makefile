@@ -45,7 +45,7 @@ test-sanitize:
 test-thread:
 	$(CMAKE) -S . -B $(THREAD_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCVF_SANITIZE_THREAD=ON
 	$(CMAKE) --build $(THREAD_BUILD) -j $(JOBS) --target test_ops
-	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R test_ops
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R 'test_ops$$|test_ops_small_blocks'
 
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set by some login environments) pin OpenBLAS to slower
 # kernels: unset for this command only, never for the tests or CI.

@@ -130,7 +130,14 @@ int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count)
 
 void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, void *arg)
 {
+    cvf_threadpool_run_on(pool, pool->size, count, fn, arg);
+}
+
+void cvf_threadpool_run_on(cvf_threadpool *pool, int32_t max_threads, int64_t count, cvf_task_fn fn, void *arg)
+{
     int32_t active = cvf_threadpool_threads_for(pool, count);
+    if (active > max_threads)
+        active = max_threads > 1 ? max_threads : 1;
     if (active == 0)
         return;
     pool->fn = fn;

@@ -31,4 +31,8 @@ int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count);
  * of them. Not reentrant: call from one thread. */
 void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, void *arg);
 
+/* The same on at most max_threads threads (>= 1): small jobs that would spend more time waking
+ * workers than computing stay on fewer threads. */
+void cvf_threadpool_run_on(cvf_threadpool *pool, int32_t max_threads, int64_t count, cvf_task_fn fn, void *arg);
+
 #endif /* CVF_CORE_THREADPOOL_H */

@@ -42,11 +42,28 @@ static int64_t cache_size(int name, int64_t fallback)
     return bytes > 0 ? (int64_t)bytes : fallback;
 }
 
+/* The size of the L3 this CPU shares, from sysfs (e.g. "32768K"), or 0. sysconf reports the
+ * whole package's L3 on some machines (384 MB on a 2-core VM of a large EPYC here). */
+static int64_t shared_l3_size(void)
+{
+    FILE *file = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    long long kib = 0;
+    if (!file)
+        return 0;
+    if (fscanf(file, "%lldK", &kib) != 1)
+        kib = 0;
+    fclose(file);
+    return (int64_t)kib << 10;
+}
+
 /* The machine's cache sizes; cheap enough to read per call (no global state). */
 static cache_sizes read_caches(void)
 {
     cache_sizes caches = {cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), cache_size(_SC_LEVEL2_CACHE_SIZE, 1 << 20),
                           cache_size(_SC_LEVEL3_CACHE_SIZE, 8 << 20)};
+    int64_t l3 = shared_l3_size();
+    if (l3 > 0 && l3 < caches.l3)
+        caches.l3 = l3;
     if (caches.l3 < caches.l2)
         caches.l3 = caches.l2;
     return caches;
@@ -140,6 +157,8 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
         kc = forced_kc;
     else if (plan->k <= kc + kc / 4)
         kc = max64(plan->k, 1);
+    else /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
+        kc = ceil_div(plan->k, ceil_div(plan->k, kc));
     plan->multi_pass = plan->k > kc;
     plan->kc = round_up(kc, 2);
 
@@ -181,6 +200,20 @@ static void choose_splits(gemm_plan *plan)
     plan->jr_chunks = 1;
 }
 
+/* Threads worth waking for a product: about 8 MFLOP each at least (waking a worker costs
+ * microseconds, as much as a few MFLOP), at most the pool. */
+static int32_t useful_threads(const cvf_context *ctx, int64_t m, int64_t n, int64_t k)
+{
+    int64_t forced_kc = 0, forced_mc = 0, forced_nc = 0;
+    read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
+    if (forced_kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
+        return cvf_threadpool_size(ctx->pool);
+    double flops = 2.0 * (double)m * (double)n * (double)(k > 0 ? k : 1);
+    double threads = flops / 8e6;
+    int32_t pool = cvf_threadpool_size(ctx->pool);
+    return threads < 1.0 ? 1 : threads > (double)pool ? pool : (int32_t)threads;
+}
+
 /* Plans a call: same result for the workspace query and the run. */
 static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                            const cvf_epilogue *ep)
@@ -196,13 +229,14 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.k = a->cols;
     plan.elt = plan.kernel->format == CVF_CPU_PACK_BF16 ? 2 : 4;
     plan.row_tiles = ceil_div(plan.m, plan.mr);
-    choose_blocks(&plan, &caches, cvf_threadpool_size(ctx->pool));
+    int32_t useful = useful_threads(ctx, plan.m, plan.n, plan.k);
+    choose_blocks(&plan, &caches, useful);
     choose_splits(&plan);
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
-    plan.packers = min64(4 * (int64_t)cvf_threadpool_size(ctx->pool), ceil_div(plan.nc, plan.nr));
-    plan.threads = cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers));
+    plan.packers = min64(4 * (int64_t)useful, ceil_div(plan.nc, plan.nr));
+    plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers)));
 
     plan.b_stride = cvf_round_up_64((size_t)(round_up(plan.kc, 2) * round_up(plan.nc, plan.nr) * plan.elt));
     /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
@@ -316,9 +350,10 @@ static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows
         }
     } else { /* r contiguous: two source lines (p, p + 1) interleaved at a time */
         for (int64_t q = 0; q < pairs; q++) {
-            const uint16_t *even = src + 2 * q * ps, *odd = even + ps;
-            uint16_t *d = dst + q * w * 2;
+            const uint16_t *even = src + 2 * q * ps;
             bool has_odd = 2 * q + 1 < kc;
+            const uint16_t *odd = has_odd ? even + ps : even; /* no pointer past the source */
+            uint16_t *d = dst + q * w * 2;
             for (int64_t r = 0; r < rows; r++) {
                 d[r * 2] = even[r * rs];
                 d[r * 2 + 1] = has_odd ? odd[r * rs] : 0;
@@ -517,8 +552,8 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
             job->first_pass = job->p0 == p_begin;
             job->last_pass = job->p0 + plan->kc >= p_end;
             if (pool) {
-                cvf_threadpool_run(pool, job->packers, pack_b_task, job);
-                cvf_threadpool_run(pool, tasks, compute_task, job);
+                cvf_threadpool_run_on(pool, plan->threads, job->packers, pack_b_task, job);
+                cvf_threadpool_run_on(pool, plan->threads, tasks, compute_task, job);
             } else {
                 pack_b_task(job, 0, thread);
                 for (int64_t task = 0; task < tasks; task++)
@@ -624,8 +659,8 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));
     if (plan->splits > 1) {
-        cvf_threadpool_run(ctx->pool, plan->splits, slice_task, &job);
-        cvf_threadpool_run(ctx->pool, plan->row_tiles, sum_slices_task, &job);
+        cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
+        cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, sum_slices_task, &job);
     } else {
         run_blocks(ctx, &job);
     }

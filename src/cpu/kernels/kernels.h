@@ -5,8 +5,9 @@
  *     c[i * ldc + j] = acc[i][j]          (accumulate == 0)             for i < m, j < n only
  *     c[i * ldc + j] += acc[i][j]         (accumulate != 0)
  *
- * a is an MR-row micro-panel of packed A, b an NR-column micro-panel of packed B, both 64-byte
- * aligned and zero-padded by the packing (rows i >= m, columns j >= n, and for BF16 the odd last
+ * a is an MR-row micro-panel of packed A (4-byte aligned only: A is read by broadcasts), b an
+ * NR-column micro-panel of packed B (64-byte aligned: NR x element size is a multiple of 64 for the
+ * vector kernels), both zero-padded by the packing (rows i >= m, columns j >= n, and for BF16 the odd last
  * k) so the kernel may always compute the full tile; it stores only the m x n corner (edge tiles
  * are the kernel's job: m <= MR, n <= NR, m, n >= 1). c is fp32, any alignment, row stride ldc
  * floats. kc >= 0 (kc == 0 stores zeros, or adds nothing).
