@@ -401,6 +401,8 @@ typedef struct gemm_job {
     int64_t j0, nc, p0, kc; /* the current block */
     bool first_pass, last_pass;
     bool finish;     /* the last pass runs the epilogue (false for K slices: summed first) */
+    bool unit_columns;                    /* C, aux_out, aux_in all have unit column stride */
+    cvf_cpu_tile_epilogue tile_epilogue;  /* the per-call part of the tile epilogue */
     int64_t packers; /* tasks that share the packing of the B block */
 } gemm_job;
 
@@ -428,6 +430,12 @@ static void pack_b_task(void *arg, int64_t task, int32_t thread)
                                thread_scratch(plan).run);
         pack_b_f32(plan, job->b, job->p0, job->kc, job->j0 + j, width, (float *)packed, run);
     }
+}
+
+/* Address of element (i, j) of x. */
+static void *element_at(const cvf_matrix *x, int64_t i, int64_t j)
+{
+    return (char *)x->data + (i * x->row_stride + j * x->col_stride) * (int64_t)cvf_dtype_size(x->dtype);
 }
 
 /* Stores n fp32 values as row i, columns j0.., of x (any dtype, any column stride). */
@@ -462,6 +470,18 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
 {
     const cvf_epilogue *ep = job->ep;
     const cvf_cpu_vec_ops *vec = job->vec;
+    if (job->unit_columns) { /* the common layouts: the whole tile in one call of the level's code */
+        cvf_cpu_tile_epilogue e = job->tile_epilogue;
+        e.bias = ep->bias ? (const float *)(job->workspace + job->plan.off_bias) + j0 : NULL;
+        e.c = element_at(job->c, i0, j0);
+        e.aux_out = ep->aux_out ? element_at(ep->aux_out, i0, j0) : NULL;
+        e.aux_in = ep->aux_in ? element_at(ep->aux_in, i0, j0) : NULL;
+        if (ep->bias_grad)
+            e.sums = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
+        e.scratch = aux;
+        vec->finish_tile(&e, tile, ldt, m, n);
+        return;
+    }
     if (ep->bias) {
         const float *bias = (const float *)(job->workspace + job->plan.off_bias) + j0;
         for (int64_t r = 0; r < m; r++)
@@ -489,6 +509,32 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
         memcpy(partial, tile, sizeof(float) * (size_t)n);
         for (int64_t r = 1; r < m; r++)
             vec->accumulate(partial, tile + r * ldt, n);
+    }
+}
+
+/* Fills the parts of the tile epilogue that are the same for every tile, and whether the
+ * one-call path applies (unit column strides). */
+static void prepare_tile_epilogue(gemm_job *job)
+{
+    const cvf_epilogue *ep = job->ep;
+    cvf_cpu_tile_epilogue *e = &job->tile_epilogue;
+    memset(e, 0, sizeof *e);
+    e->activation = ep->activation;
+    e->c_dtype = job->c->dtype;
+    e->c_ld = job->c->row_stride;
+    e->c_size = (int64_t)cvf_dtype_size(job->c->dtype);
+    job->unit_columns = job->c->col_stride == 1 || job->c->cols == 1;
+    if (ep->aux_out) {
+        e->aux_out_dtype = ep->aux_out->dtype;
+        e->aux_out_ld = ep->aux_out->row_stride;
+        e->aux_out_size = (int64_t)cvf_dtype_size(ep->aux_out->dtype);
+        job->unit_columns = job->unit_columns && (ep->aux_out->col_stride == 1 || ep->aux_out->cols == 1);
+    }
+    if (ep->aux_in) {
+        e->aux_in_dtype = ep->aux_in->dtype;
+        e->aux_in_ld = ep->aux_in->row_stride;
+        e->aux_in_size = (int64_t)cvf_dtype_size(ep->aux_in->dtype);
+        job->unit_columns = job->unit_columns && (ep->aux_in->col_stride == 1 || ep->aux_in->cols == 1);
     }
 }
 
@@ -655,6 +701,7 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     job.acc = (float *)(job.workspace + plan->off_acc);
     job.finish = true;
     job.packers = plan->packers;
+    prepare_tile_epilogue(&job);
     if (ep->bias)
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));

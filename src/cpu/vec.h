@@ -23,6 +23,24 @@
 #include "cpu/isa.h"
 #include "cvfuse.h"
 
+/* One output tile's epilogue for cvf_cpu_vec_ops.finish_tile. The tile's rows start at c, aux_out,
+ * aux_in (unit column stride, rows *_ld elements apart, *_size bytes per element). */
+typedef struct cvf_cpu_tile_epilogue {
+    cvf_activation activation;
+    const float *bias; /* n values added to every row, or NULL */
+    void *aux_out;     /* the pre-activation is stored here (dtype aux_out_dtype), or NULL */
+    cvf_dtype aux_out_dtype;
+    int64_t aux_out_ld, aux_out_size;
+    const void *aux_in; /* GELU' reads its input row here, or NULL */
+    cvf_dtype aux_in_dtype;
+    int64_t aux_in_ld, aux_in_size;
+    void *c; /* the output */
+    cvf_dtype c_dtype;
+    int64_t c_ld, c_size;
+    float *sums;    /* n column sums of the finished rows, summed in row order, or NULL */
+    float *scratch; /* room for one row of n floats (the aux_in row) */
+} cvf_cpu_tile_epilogue;
+
 /* The vector operations of one instruction-set level. */
 typedef struct cvf_cpu_vec_ops {
     const char *name; /* the level's name, as cvf_cpu_isa_name gives it */
@@ -39,6 +57,10 @@ typedef struct cvf_cpu_vec_ops {
     void (*accumulate)(float *sums, const float *x, int64_t n);
     /* y[i] = tanh(x[i]) for i < n (a few ulp; tanh(+-Inf) = +-1, NaN stays NaN); x may equal y. */
     void (*tanh)(const float *x, float *y, int64_t n);
+    /* For each of the m rows of x (ldx floats apart, n values each), in order: add bias, store
+     * aux_out, load aux_in, activate, store c, then sums = row 0 + row 1 + ... (fp32, in row
+     * order). The same arithmetic as the single-row members, one call per tile. */
+    void (*finish_tile)(const cvf_cpu_tile_epilogue *epilogue, float *x, int64_t ldx, int64_t m, int64_t n);
 } cvf_cpu_vec_ops;
 
 /* The operations of the given level. The caller checks cvf_cpu_isa_supported first; a level this

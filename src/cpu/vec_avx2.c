@@ -278,8 +278,15 @@ static void avx2_store(void *dst, cvf_dtype dtype, int64_t count, const float *s
     }
 }
 
+#define VEC_LOAD avx2_load
+#define VEC_STORE avx2_store
+#define VEC_ACTIVATE vec_activate
+#define VEC_ADD vec_add
+#define VEC_ACCUMULATE vec_accumulate
+#include "cpu/vec_finish.h"
+
 static const cvf_cpu_vec_ops avx2_ops = {
-    "avx2", avx2_load, avx2_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run,
+    "avx2", avx2_load, avx2_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run, vec_finish_tile,
 };
 
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_avx2(void)

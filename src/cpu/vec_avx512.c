@@ -261,8 +261,15 @@ static void avx512_store(void *dst, cvf_dtype dtype, int64_t count, const float 
     }
 }
 
+#define VEC_LOAD avx512_load
+#define VEC_STORE avx512_store
+#define VEC_ACTIVATE vec_activate
+#define VEC_ADD vec_add
+#define VEC_ACCUMULATE vec_accumulate
+#include "cpu/vec_finish.h"
+
 static const cvf_cpu_vec_ops avx512_ops = {
-    "avx512", avx512_load, avx512_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run,
+    "avx512", avx512_load, avx512_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run, vec_finish_tile,
 };
 
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_avx512(void)

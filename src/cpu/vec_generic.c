@@ -117,8 +117,16 @@ static void generic_tanh(const float *x, float *y, int64_t n)
         y[i] = tanhf(x[i]);
 }
 
+#define VEC_LOAD generic_load
+#define VEC_STORE generic_store
+#define VEC_ACTIVATE generic_activate
+#define VEC_ADD generic_add
+#define VEC_ACCUMULATE generic_accumulate
+#include "cpu/vec_finish.h"
+
 static const cvf_cpu_vec_ops generic_ops = {
     "generic", generic_load, generic_store, generic_activate, generic_add, generic_accumulate, generic_tanh,
+    vec_finish_tile,
 };
 
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_generic(void)
