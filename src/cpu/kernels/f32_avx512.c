@@ -5,9 +5,16 @@
  * Shape: 28 zmm accumulators (14 rows x 2 vectors of 16 columns), B loaded as 2 zmm per k and
  * each A element broadcast once per k: 28 FMAs against 2 vector loads and 14 scalar broadcasts,
  * enough independent chains to cover the FMA latency of two 512-bit pipes (Zen 4/5, Skylake-X).
- * A KC x 32 B micro-panel (32 KB at kc = 256) stays in L1 while 14-row A micro-panels stream from
- * L2. The k loop is unrolled by 4; edge tiles (m < 14 or n < 32) use masked loads and stores, the
- * full tile plain ones.
+ * A KC x 32 B micro-panel (24 KB at kc = 188) stays in L1 while 14-row A micro-panels stream from
+ * L2. The k loop is unrolled by 4 with one prefetch per new cache line of A, PREFETCH_A_STEPS
+ * ahead. The accumulators live in registers only: the full-tile and edge stores are both inlined
+ * and unrolled over the rows (an out-of-line edge store taking the tile by address made GCC keep
+ * a copy of the tile on the stack: ~3% of the kernel). Edge tiles (m < 14 or n < 32) use masked
+ * loads and stores, the full tile plain ones.
+ *
+ * Tried on Zen 5 and not kept: FMAs with an embedded broadcast of A (vfmadd231ps m32{1to16}:
+ * twice the loads, ~6% slower), 12x32, 10x32, 8x48 and 6x64 (within noise of 14x32), prefetch
+ * distances 8 and 32 (same as 16), k unrolled by 8 (same as 4).
  */
 #include "cpu/kernels/kernels.h"
 
@@ -19,95 +26,77 @@
 #define NR CVF_CPU_F32_AVX512_NR
 
 /* How far ahead (in k steps) the A micro-panel is prefetched. */
-#define PREFETCH_A_STEPS 16
+#define PFA 16
 
-/* The accumulator tile: row i, columns 0..15 in v[i][0] and 16..31 in v[i][1]. */
-typedef struct tile {
-    __m512 v[MR][2];
-} tile;
+/* k steps per iteration of the main loop. */
+#define UNR 4
 
-/* acc += A[:, p] B[p, :] for one k step p (a, b point at the step's MR and NR values). */
-static inline __attribute__((always_inline)) void rank1_update(tile *acc, const float *a, const float *b)
-{
-    __m512 b0 = _mm512_load_ps(b);
-    __m512 b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 14
-    for (int i = 0; i < MR; i++) {
-        __m512 ai = _mm512_set1_ps(a[i]);
-        acc->v[i][0] = _mm512_fmadd_ps(ai, b0, acc->v[i][0]);
-        acc->v[i][1] = _mm512_fmadd_ps(ai, b1, acc->v[i][1]);
-    }
-}
+/* Vectors of 16 columns per row of the tile. */
+#define NV (NR / 16)
 
-/* Stores (or adds) the full 14 x 32 tile with unmasked unaligned accesses. */
-static inline __attribute__((always_inline)) void store_full(const tile *acc, float *c, int64_t ldc, int accumulate)
-{
-#pragma GCC unroll 14
-    for (int i = 0; i < MR; i++) {
-        float *row = c + i * ldc;
-        __m512 lo = acc->v[i][0], hi = acc->v[i][1];
-        if (accumulate) {
-            lo = _mm512_add_ps(lo, _mm512_loadu_ps(row));
-            hi = _mm512_add_ps(hi, _mm512_loadu_ps(row + 16));
-        }
-        _mm512_storeu_ps(row, lo);
-        _mm512_storeu_ps(row + 16, hi);
-    }
-}
+/* c[i][v] += A[i, p] B[p, 16 v .. 16 v + 15] for one k step p (ap, bp point at the step's MR and
+ * NR values). */
+#define STEP(ap, bp)                                                                                                   \
+    do {                                                                                                               \
+        __m512 bv[NV];                                                                                                 \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps((bp) + 16 * v);                   \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                                        \
+            __m512 ai = _mm512_set1_ps((ap)[i]);                                                                       \
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);        \
+        }                                                                                                              \
+    } while (0)
 
-/* Stores (or adds) the m x n corner of the tile with masked accesses (no byte outside the corner
- * is read or written). */
-static void store_edge(const tile *acc, float *c, int64_t ldc, int64_t m, int64_t n, int accumulate)
-{
-    __mmask16 mask_lo = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
-    __mmask16 mask_hi = (__mmask16)(n >= 32 ? 0xFFFFu : n > 16 ? (1u << (n - 16)) - 1u : 0u);
-    for (int64_t i = 0; i < m; i++) {
-        float *row = c + i * ldc;
-        __m512 lo = acc->v[i][0], hi = acc->v[i][1];
-        if (accumulate) {
-            lo = _mm512_add_ps(lo, _mm512_maskz_loadu_ps(mask_lo, row));
-            hi = _mm512_add_ps(hi, _mm512_maskz_loadu_ps(mask_hi, row + 16));
-        }
-        _mm512_mask_storeu_ps(row, mask_lo, lo);
-        _mm512_mask_storeu_ps(row + 16, mask_hi, hi);
-    }
-}
-
-/* Prefetches the rows of the C corner that the store will touch. */
-static inline void prefetch_c(const float *c, int64_t ldc, int64_t m)
-{
-    for (int64_t i = 0; i < m; i++) {
-        _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-        _mm_prefetch((const char *)(c + i * ldc + NR - 1), _MM_HINT_T0);
-    }
-}
-
-void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_panel, float *c, int64_t ldc, int64_t m,
+void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_panel, float *cp, int64_t ldc, int64_t m,
                                int64_t n, int accumulate)
 {
     const float *a = a_panel, *b = b_panel;
-    tile acc;
-#pragma GCC unroll 14
-    for (int i = 0; i < MR; i++)
-        acc.v[i][0] = acc.v[i][1] = _mm512_setzero_ps();
-    prefetch_c(c, ldc, m);
-    int64_t p = 0;
-    for (; p + 4 <= kc; p += 4) {
-        _mm_prefetch((const char *)(a + (p + PREFETCH_A_STEPS) * MR), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + (p + PREFETCH_A_STEPS) * MR + 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + (p + PREFETCH_A_STEPS) * MR + 32), _MM_HINT_T0);
-        _mm_prefetch((const char *)(a + (p + PREFETCH_A_STEPS) * MR + 48), _MM_HINT_T0);
-        rank1_update(&acc, a + (p + 0) * MR, b + (p + 0) * NR);
-        rank1_update(&acc, a + (p + 1) * MR, b + (p + 1) * NR);
-        rank1_update(&acc, a + (p + 2) * MR, b + (p + 2) * NR);
-        rank1_update(&acc, a + (p + 3) * MR, b + (p + 3) * NR);
+    __m512 c[MR][NV];
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[i][v] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < m; i++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(cp + i * ldc + 16 * v), _MM_HINT_T0);
+        _mm_prefetch((const char *)(cp + i * ldc + NR - 1), _MM_HINT_T0);
     }
-    for (; p < kc; p++)
-        rank1_update(&acc, a + p * MR, b + p * NR);
-    if (m == MR && n == NR)
-        store_full(&acc, c, ldc, accumulate);
-    else
-        store_edge(&acc, c, ldc, m, n, accumulate);
+    int64_t p = kc;
+    for (; p >= UNR; p -= UNR) {
+        _Pragma("GCC unroll 8") for (int u = 0; u < UNR; u++) {
+            if (u * MR * 4 / 64 != ((u + 1) * MR * 4 - 1) / 64 || u == 0)
+                _mm_prefetch((const char *)(a + PFA * MR + u * MR + MR - 1), _MM_HINT_T0);
+            STEP(a + u * MR, b + u * NR);
+        }
+        a += UNR * MR;
+        b += UNR * NR;
+    }
+    for (; p > 0; p--) {
+        STEP(a, b);
+        a += MR;
+        b += NR;
+    }
+    __mmask16 mk[NV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+        int64_t r = n - 16 * v;
+        mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
+    }
+    if (m == MR && n == NR) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+            float *row = cp + i * ldc;
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+                __m512 x = c[i][v];
+                if (accumulate) x = _mm512_add_ps(x, _mm512_loadu_ps(row + 16 * v));
+                _mm512_storeu_ps(row + 16 * v, x);
+            }
+        }
+    } else {
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+            if (i < m) {
+                float *row = cp + i * ldc;
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+                    __m512 x = c[i][v];
+                    if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk[v], row + 16 * v));
+                    _mm512_mask_storeu_ps(row + 16 * v, mk[v], x);
+                }
+            }
+        }
+    }
 }
 
 #else
