@@ -120,7 +120,9 @@ static thread_layout thread_scratch(const gemm_plan *plan)
     t.a = 0;
     t.tile = t.a + cvf_round_up_64((size_t)(plan->mc * round_up(plan->kc, 2) * plan->elt));
     t.run = t.tile + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
-    t.aux = t.run + cvf_round_up_64(sizeof(float) * (size_t)max64(max64(plan->nc, plan->mc), plan->kc));
+    /* run: one converted row of a block, or the converted runs of one micro-panel */
+    int64_t run = max64(max64(plan->nc, plan->mc), max64(plan->mr, plan->nr) * plan->kc);
+    t.aux = t.run + cvf_round_up_64(sizeof(float) * (size_t)run);
     t.total = t.aux + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
     return t;
 }
@@ -171,8 +173,8 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
     blocks = max64(blocks, min64(4 * threads, ceil_div(max64(plan->m, 1), 8 * plan->mr)));
     plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
     blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
-    plan->mc = round_up(ceil_div(max64(plan->m, 1), blocks), plan->mr);
-    plan->ic_blocks = ceil_div(plan->m, plan->mc);
+    plan->ic_blocks = blocks; /* block_rows shares the MR panels out evenly */
+    plan->mc = ceil_div(ceil_div(max64(plan->m, 1), plan->mr), blocks) * plan->mr; /* the largest block */
 
     int64_t nc = forced_nc > 0 ? forced_nc : caches->l3 / 4 / (plan->kc * plan->elt);
     if (plan->multi_pass) /* the fp32 accumulation block (M x NC) stays within 64 MiB */
@@ -243,7 +245,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
      * the MR rows of a tile in one L1 set */
     plan.acc_ld = plan.nc + 16;
     plan.acc_stride = plan.multi_pass ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
-    size_t b_bytes = plan.b_stride * (size_t)plan.splits;
+    size_t b_bytes = plan.b_stride * (size_t)max64(plan.splits, 2); /* a buffer per slice, or two */
     size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
     size_t partial_bytes = ep->bias_grad ? sizeof(float) * (size_t)(plan.row_tiles * plan.n) : 0;
@@ -259,7 +261,6 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 
 /* ---- packing -------------------------------------------------------------------------------- */
 
-/* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
 /* The fp32 values of a run of x: straight from x when it is f32 and contiguous, else converted
  * into run. */
 static const float *source_run(const cvf_matrix *x, int64_t offset, int64_t stride, int64_t count, float *run)
@@ -277,28 +278,63 @@ static void copy_floats(float *restrict dst, const float *restrict src, int64_t 
         dst[i] = src[i];
 }
 
+/* dst[p * width + r] = rows[r][p] for r < count, p < kc, and 0 for count <= r < width: one
+ * micro-panel from `count` source runs. The runs are read 16 values (a cache line) at a time,
+ * all rows side by side with the lines four ahead prefetched, so the misses of the rows overlap
+ * instead of each short row waiting for its own. */
+static void interleave_rows(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst)
+{
+    for (int64_t p0 = 0; p0 < kc; p0 += 16) {
+        int64_t p1 = min64(p0 + 16, kc);
+        for (int64_t r = 0; r < count; r++) {
+            if (p0 + 64 < kc)
+                __builtin_prefetch(rows[r] + p0 + 64);
+            const float *src = rows[r];
+            for (int64_t p = p0; p < p1; p++)
+                dst[p * width + r] = src[p];
+        }
+        for (int64_t r = count; r < width; r++)
+            for (int64_t p = p0; p < p1; p++)
+                dst[p * width + r] = 0.0f;
+    }
+}
+
+/* One micro-panel from `count` runs of x that start at offsets[r] and advance by `stride`:
+ * contiguous f32 runs are read in place, others converted into run (room for count x kc). */
+static void pack_panel(const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
+                       int64_t kc, float *dst, float *run)
+{
+    const float *rows[CVF_CPU_NR_MAX];
+    for (int64_t r = 0; r < count; r++)
+        rows[r] = source_run(x, offsets[r], stride, kc, run + r * kc);
+    interleave_rows(rows, count, width, kc, dst);
+}
+
+/* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
 static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                        float *packed, float *run)
 {
     const int64_t mr = plan->mr;
-    int64_t padded = round_up(mc, mr);
-    if (a->col_stride <= a->row_stride) { /* rows contiguous: convert each row, scatter by MR */
-        for (int64_t i = 0; i < mc; i++) {
-            const float *src = source_run(a, (i0 + i) * a->row_stride + p0 * a->col_stride, a->col_stride, kc, run);
-            float *dst = packed + (i / mr) * mr * kc + i % mr;
-            for (int64_t p = 0; p < kc; p++)
-                dst[p * mr] = src[p];
+    if (a->col_stride <= a->row_stride) { /* rows contiguous: MR rows side by side per panel */
+        int64_t offsets[CVF_CPU_NR_MAX];
+        for (int64_t i = 0; i < mc; i += mr) {
+            int64_t count = min64(mr, mc - i);
+            for (int64_t r = 0; r < count; r++)
+                offsets[r] = (i0 + i + r) * a->row_stride + p0 * a->col_stride;
+            pack_panel(a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
         }
-    } else { /* columns contiguous (a transposed view): convert each column, copy MR at a time */
-        for (int64_t p = 0; p < kc; p++) {
-            const float *src = source_run(a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
-            for (int64_t i = 0; i < mc; i += mr)
-                copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
-        }
+        return;
     }
-    for (int64_t i = mc; i < padded; i++) /* zero rows of the last panel */
-        for (int64_t p = 0; p < kc; p++)
-            packed[(i / mr) * mr * kc + p * mr + i % mr] = 0.0f;
+    /* columns contiguous (a transposed view): convert each column, copy MR at a time */
+    for (int64_t p = 0; p < kc; p++) {
+        const float *src = source_run(a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
+        for (int64_t i = 0; i < mc; i += mr)
+            copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
+    }
+    int64_t last = (mc - 1) / mr * mr; /* zero rows of the last panel */
+    for (int64_t p = 0; p < kc; p++)
+        for (int64_t i = mc; i < last + mr; i++)
+            packed[last * kc + p * mr + (i - last)] = 0.0f;
 }
 
 /* fp32 B micro-panels: packed[(j / NR) * NR * kc + p * NR + j % NR] = B[p0 + p, j0 + j]. */
@@ -306,24 +342,26 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
                        float *packed, float *run)
 {
     const int64_t nr = plan->nr;
-    int64_t padded = round_up(nc, nr);
-    if (b->col_stride <= b->row_stride) { /* rows contiguous */
-        for (int64_t p = 0; p < kc; p++) {
-            const float *src = source_run(b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
-            for (int64_t j = 0; j < nc; j += nr)
-                copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
+    if (b->col_stride > b->row_stride) { /* columns contiguous (e.g. a PyTorch weight read as W^T) */
+        int64_t offsets[CVF_CPU_NR_MAX];
+        for (int64_t j = 0; j < nc; j += nr) {
+            int64_t count = min64(nr, nc - j);
+            for (int64_t r = 0; r < count; r++)
+                offsets[r] = p0 * b->row_stride + (j0 + j + r) * b->col_stride;
+            pack_panel(b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
         }
-    } else { /* columns contiguous (a transposed view, e.g. a PyTorch weight read as W^T) */
-        for (int64_t j = 0; j < nc; j++) {
-            const float *src = source_run(b, p0 * b->row_stride + (j0 + j) * b->col_stride, b->row_stride, kc, run);
-            float *dst = packed + (j / nr) * nr * kc + j % nr;
-            for (int64_t p = 0; p < kc; p++)
-                dst[p * nr] = src[p];
-        }
+        return;
     }
-    for (int64_t j = nc; j < padded; j++)
-        for (int64_t p = 0; p < kc; p++)
-            packed[(j / nr) * nr * kc + p * nr + j % nr] = 0.0f;
+    /* rows contiguous: convert each row of the block, copy NR at a time */
+    for (int64_t p = 0; p < kc; p++) {
+        const float *src = source_run(b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
+        for (int64_t j = 0; j < nc; j += nr)
+            copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
+    }
+    int64_t last = (nc - 1) / nr * nr; /* zero columns of the last panel */
+    for (int64_t p = 0; p < kc; p++)
+        for (int64_t j = nc; j < last + nr; j++)
+            packed[last * kc + p * nr + (j - last)] = 0.0f;
 }
 
 /*
@@ -389,46 +427,53 @@ static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, 
 
 /* ---- the job ------------------------------------------------------------------------------- */
 
-/* One call in flight: the views, the plan, the workspace and the current (jc, pc) block. */
+/* One (jc, pc) pass: the NC-column block and the KC panel of K it covers. */
+typedef struct gemm_pass {
+    int64_t j0, nc, p0, kc;
+    bool first, last; /* first / last panel of K for this column block */
+    char *packed_b;   /* where its B block is packed */
+} gemm_pass;
+
+/* One call in flight: the views, the plan, the workspace and the passes in flight. */
 typedef struct gemm_job {
     const cvf_matrix *a, *b, *c;
     const cvf_epilogue *ep;
     const cvf_cpu_vec_ops *vec;
     gemm_plan plan;
     char *workspace;
-    char *packed_b; /* the packed B block (the slice's own when K is split) */
-    float *acc;     /* the fp32 block of multi-pass products (the slice's own when K is split) */
-    int64_t j0, nc, p0, kc; /* the current block */
-    bool first_pass, last_pass;
+    char *packed_b[2]; /* the packed B blocks, used by alternate passes (the slice's own when K is split) */
+    float *acc;        /* the fp32 block of multi-pass products (the slice's own when K is split) */
+    gemm_pass compute; /* the pass the compute tasks run */
+    gemm_pass pack;    /* the pass whose B block the pack tasks prepare (the next one) */
+    int64_t pack_tasks; /* pack tasks in front of the compute tasks of one pool run (0: none) */
     bool finish;     /* the last pass runs the epilogue (false for K slices: summed first) */
     bool unit_columns;                    /* C, aux_out, aux_in all have unit column stride */
     cvf_cpu_tile_epilogue tile_epilogue;  /* the per-call part of the tile epilogue */
     int64_t packers; /* tasks that share the packing of the B block */
 } gemm_job;
 
-/* Elements of one packed micro-panel (A: MR rows, B: NR columns) for the current kc. */
-static int64_t panel_elements(const gemm_job *job, int64_t width)
+/* Elements of one packed micro-panel (A: MR rows, B: NR columns) for a panel kc deep. */
+static int64_t panel_elements(const gemm_plan *plan, int64_t kc, int64_t width)
 {
-    return width * (job->plan.kernel->format == CVF_CPU_PACK_BF16 ? round_up(job->kc, 2) : job->kc);
+    return width * (plan->kernel->format == CVF_CPU_PACK_BF16 ? round_up(kc, 2) : kc);
 }
 
-/* Task of the packing phase: thread `task` packs its share of the B block's NR panels. */
-static void pack_b_task(void *arg, int64_t task, int32_t thread)
+/* Packs share `task` of the packers' shares of pass's B block (its NR panels, cut evenly). */
+static void pack_b_share(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
 {
-    gemm_job *job = arg;
     const gemm_plan *plan = &job->plan;
-    int64_t panels = ceil_div(job->nc, plan->nr);
+    int64_t panels = ceil_div(pass->nc, plan->nr);
     int64_t first = panels * task / job->packers, last = panels * (task + 1) / job->packers;
     if (first >= last)
         return;
-    int64_t j = first * plan->nr, width = min64(last * plan->nr, job->nc) - j;
-    char *packed = job->packed_b + (size_t)(first * panel_elements(job, plan->nr) * plan->elt);
+    int64_t j = first * plan->nr, width = min64(last * plan->nr, pass->nc) - j;
+    char *packed = pass->packed_b + (size_t)(first * panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     if (plan->kernel->format == CVF_CPU_PACK_BF16) {
-        pack_b_bf16(plan, job->b, job->p0, job->kc, job->j0 + j, width, (uint16_t *)packed);
+        pack_b_bf16(plan, job->b, pass->p0, pass->kc, pass->j0 + j, width, (uint16_t *)packed);
     } else {
         float *run = (float *)(job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread +
                                thread_scratch(plan).run);
-        pack_b_f32(plan, job->b, job->p0, job->kc, job->j0 + j, width, (float *)packed, run);
+        pack_b_f32(plan, job->b, pass->p0, pass->kc, pass->j0 + j, width, (float *)packed, run);
     }
 }
 
@@ -538,17 +583,26 @@ static void prepare_tile_epilogue(gemm_job *job)
     }
 }
 
-/* Task of the compute phase: one MC block of rows against one chunk of the B block's panels. */
-static void compute_task(void *arg, int64_t task, int32_t thread)
+/* The rows [*i0, *i0 + *mc) of MC block `block`: the MR-row panels of M shared out evenly, so
+ * that blocks differ by one panel at most. */
+static void block_rows(const gemm_plan *plan, int64_t block, int64_t *i0, int64_t *mc)
 {
-    gemm_job *job = arg;
+    int64_t panels = ceil_div(plan->m, plan->mr);
+    *i0 = panels * block / plan->ic_blocks * plan->mr;
+    *mc = min64(panels * (block + 1) / plan->ic_blocks * plan->mr, plan->m) - *i0;
+}
+
+/* Compute share `task` of a pass: one MC block of rows against one chunk of the B block's panels. */
+static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
+{
     const gemm_plan *plan = &job->plan;
     const cvf_cpu_kernel *kernel = plan->kernel;
     int64_t block = task / plan->jr_chunks, chunk = task % plan->jr_chunks;
-    int64_t i0 = block * plan->mc, mc = min64(plan->mc, plan->m - i0);
-    int64_t panels = ceil_div(job->nc, plan->nr);
+    int64_t i0, mc;
+    block_rows(plan, block, &i0, &mc);
+    int64_t panels = ceil_div(pass->nc, plan->nr);
     int64_t jr_first = panels * chunk / plan->jr_chunks * plan->nr;
-    int64_t jr_last = min64(panels * (chunk + 1) / plan->jr_chunks * plan->nr, job->nc);
+    int64_t jr_last = min64(panels * (chunk + 1) / plan->jr_chunks * plan->nr, pass->nc);
     if (mc <= 0 || jr_first >= jr_last)
         return;
 
@@ -557,56 +611,98 @@ static void compute_task(void *arg, int64_t task, int32_t thread)
     char *packed_a = scratch + layout.a;
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
     if (kernel->format == CVF_CPU_PACK_BF16)
-        pack_a_bf16(plan, job->a, i0, mc, job->p0, job->kc, (uint16_t *)packed_a);
+        pack_a_bf16(plan, job->a, i0, mc, pass->p0, pass->kc, (uint16_t *)packed_a);
     else
-        pack_a_f32(plan, job->a, i0, mc, job->p0, job->kc, (float *)packed_a, (float *)(scratch + layout.run));
+        pack_a_f32(plan, job->a, i0, mc, pass->p0, pass->kc, (float *)packed_a, (float *)(scratch + layout.run));
 
-    const char *packed_b = job->packed_b;
+    const char *packed_b = pass->packed_b;
     float *acc = job->acc;
-    size_t a_panel = (size_t)(panel_elements(job, plan->mr) * plan->elt);
-    size_t b_panel = (size_t)(panel_elements(job, plan->nr) * plan->elt);
+    size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
+    size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
-        int64_t n = min64(plan->nr, job->nc - jr);
+        int64_t n = min64(plan->nr, pass->nc - jr);
         const char *b = packed_b + (size_t)(jr / plan->nr) * b_panel;
         for (int64_t ir = 0; ir < mc; ir += plan->mr) {
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
             if (!plan->multi_pass) {
-                kernel->run(job->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
-                finish_tile(job, tile, n, i0 + ir, m, job->j0 + jr, n, aux);
+                kernel->run(pass->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
+                finish_tile(job, tile, n, i0 + ir, m, pass->j0 + jr, n, aux);
                 continue;
             }
             float *block_tile = acc + (i0 + ir) * plan->acc_ld + jr;
-            kernel->run(job->kc, a, b, block_tile, plan->acc_ld, m, n, !job->first_pass);
-            if (job->last_pass && job->finish)
-                finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, job->j0 + jr, n, aux);
+            kernel->run(pass->kc, a, b, block_tile, plan->acc_ld, m, n, !pass->first);
+            if (pass->last && job->finish)
+                finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, pass->j0 + jr, n, aux);
         }
     }
 }
 
-/* The five loops over [p_begin, p_end) of K, with the pool (pool != NULL: B packed by all
- * threads, MC blocks spread over them) or on the calling task's thread alone (pool == NULL). */
+/* Task of one pool run: the first pack_tasks tasks pack the next pass's B block, the others
+ * compute the current pass (their B block was packed by the previous run). */
+static void pass_task(void *arg, int64_t task, int32_t thread)
+{
+    const gemm_job *job = arg;
+    if (task < job->pack_tasks)
+        pack_b_share(job, &job->pack, task, thread);
+    else
+        compute_share(job, &job->compute, task - job->pack_tasks, thread);
+}
+
+/* The pass after `pass` over [p_begin, p_end) of K (passes walk K within a column block, then
+ * the column blocks); false after the last. */
+static bool next_pass(const gemm_job *job, const gemm_pass *pass, int64_t p_begin, int64_t p_end, gemm_pass *next)
+{
+    const gemm_plan *plan = &job->plan;
+    *next = *pass;
+    if (pass->last) {
+        next->j0 = pass->j0 + plan->nc;
+        if (next->j0 >= plan->n)
+            return false;
+        next->p0 = p_begin;
+    } else {
+        next->p0 = pass->p0 + plan->kc;
+    }
+    next->nc = min64(plan->nc, plan->n - next->j0);
+    next->kc = min64(plan->kc, p_end - next->p0); /* K == 0: one pass of kc 0 (zero panels) */
+    next->first = next->p0 == p_begin;
+    next->last = next->p0 + plan->kc >= p_end;
+    return true;
+}
+
+/*
+ * The five loops over [p_begin, p_end) of K. With the pool: each pool run computes one pass while
+ * it packs the next pass's B block into the other buffer, so there is one barrier per pass and the
+ * packing overlaps the compute. Without (pool == NULL): everything on the calling task's thread.
+ */
 static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int64_t p_end, int32_t thread)
 {
     const gemm_plan *plan = &job->plan;
     int64_t tasks = plan->ic_blocks * plan->jr_chunks;
-    for (job->j0 = 0; job->j0 < plan->n; job->j0 += plan->nc) {
-        job->nc = min64(plan->nc, plan->n - job->j0);
-        job->p0 = p_begin;
-        do { /* at least one pass: K == 0 stores zeros through zero-padded panels */
-            job->kc = min64(plan->kc, p_end - job->p0);
-            job->first_pass = job->p0 == p_begin;
-            job->last_pass = job->p0 + plan->kc >= p_end;
-            if (pool) {
-                cvf_threadpool_run_on(pool, plan->threads, job->packers, pack_b_task, job);
-                cvf_threadpool_run_on(pool, plan->threads, tasks, compute_task, job);
-            } else {
-                pack_b_task(job, 0, thread);
-                for (int64_t task = 0; task < tasks; task++)
-                    compute_task(job, task, thread);
-            }
-            job->p0 += plan->kc;
-        } while (job->p0 < p_end);
+    gemm_pass pass = {0, min64(plan->nc, plan->n), p_begin, min64(plan->kc, p_end - p_begin), true,
+                      p_begin + plan->kc >= p_end, job->packed_b[0]};
+    if (!pool) {
+        for (bool more = true; more; more = next_pass(job, &pass, p_begin, p_end, &pass)) {
+            pack_b_share(job, &pass, 0, thread);
+            for (int64_t task = 0; task < tasks; task++)
+                compute_share(job, &pass, task, thread);
+        }
+        return;
+    }
+    job->pack = pass;
+    job->pack_tasks = job->packers;
+    cvf_threadpool_run_on(pool, plan->threads, job->pack_tasks, pass_task, job); /* the first B block */
+    for (int64_t index = 0;; index++) {
+        job->compute = pass;
+        bool more = next_pass(job, &pass, p_begin, p_end, &pass);
+        if (more) {
+            pass.packed_b = job->packed_b[(index + 1) % 2];
+            job->pack = pass;
+        }
+        job->pack_tasks = more ? job->packers : 0;
+        cvf_threadpool_run_on(pool, plan->threads, job->pack_tasks + tasks, pass_task, job);
+        if (!more)
+            break;
     }
 }
 
@@ -625,7 +721,7 @@ static void slice_task(void *arg, int64_t task, int32_t thread)
     int64_t unit = plan->elt == 2 ? 2 : 1; /* bf16 pairs must not straddle slices */
     int64_t units = ceil_div(plan->k, unit);
     int64_t p_begin = units * task / plan->splits * unit, p_end = min64(units * (task + 1) / plan->splits * unit, plan->k);
-    slice.packed_b = job->workspace + plan->off_b + plan->b_stride * (size_t)task;
+    slice.packed_b[0] = slice.packed_b[1] = job->workspace + plan->off_b + plan->b_stride * (size_t)task;
     slice.acc = (float *)(job->workspace + plan->off_acc + plan->acc_stride * (size_t)task);
     slice.finish = false;
     slice.packers = 1;
@@ -697,7 +793,8 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .vec = cvf_cpu_vec_ops_active(), .workspace = workspace};
     job.plan = make_plan(ctx, a, b, c, ep);
     const gemm_plan *plan = &job.plan;
-    job.packed_b = job.workspace + plan->off_b;
+    job.packed_b[0] = job.workspace + plan->off_b; /* two buffers: B blocks of alternate passes */
+    job.packed_b[1] = job.workspace + plan->off_b + plan->b_stride;
     job.acc = (float *)(job.workspace + plan->off_acc);
     job.finish = true;
     job.packers = plan->packers;
