@@ -299,6 +299,19 @@ static void interleave_rows(const float *const *rows, int64_t count, int64_t wid
     }
 }
 
+/* Prefetches the cache lines of `count` contiguous 16-bit runs of kc elements at offsets (the next
+ * micro-panel's rows, converted one run at a time: without this each short run waits for its own
+ * misses). Nothing to do for f32 runs (interleave_rows prefetches) or strided ones. */
+static void prefetch_runs(const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t kc)
+{
+    if (x->dtype == CVF_F32 || stride != 1)
+        return;
+    int64_t size = (int64_t)cvf_dtype_size(x->dtype), bytes = kc * size;
+    for (int64_t r = 0; r < count; r++)
+        for (int64_t byte = 0; byte < bytes; byte += 64)
+            __builtin_prefetch((const char *)x->data + offsets[r] * size + byte);
+}
+
 /* One micro-panel from `count` runs of x that start at offsets[r] and advance by `stride`:
  * contiguous f32 runs are read in place, others converted into run (room for count x kc). */
 static void pack_panel(const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
@@ -316,11 +329,14 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
 {
     const int64_t mr = plan->mr;
     if (a->col_stride <= a->row_stride) { /* rows contiguous: MR rows side by side per panel */
-        int64_t offsets[CVF_CPU_NR_MAX];
+        int64_t offsets[CVF_CPU_NR_MAX], next[CVF_CPU_NR_MAX];
         for (int64_t i = 0; i < mc; i += mr) {
-            int64_t count = min64(mr, mc - i);
+            int64_t count = min64(mr, mc - i), next_count = min64(mr, mc - i - mr);
             for (int64_t r = 0; r < count; r++)
                 offsets[r] = (i0 + i + r) * a->row_stride + p0 * a->col_stride;
+            for (int64_t r = 0; r < next_count; r++)
+                next[r] = (i0 + i + mr + r) * a->row_stride + p0 * a->col_stride;
+            prefetch_runs(a, next, a->col_stride, next_count, kc);
             pack_panel(a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
         }
         return;
@@ -343,11 +359,14 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
 {
     const int64_t nr = plan->nr;
     if (b->col_stride > b->row_stride) { /* columns contiguous (e.g. a PyTorch weight read as W^T) */
-        int64_t offsets[CVF_CPU_NR_MAX];
+        int64_t offsets[CVF_CPU_NR_MAX], next[CVF_CPU_NR_MAX];
         for (int64_t j = 0; j < nc; j += nr) {
-            int64_t count = min64(nr, nc - j);
+            int64_t count = min64(nr, nc - j), next_count = min64(nr, nc - j - nr);
             for (int64_t r = 0; r < count; r++)
                 offsets[r] = p0 * b->row_stride + (j0 + j + r) * b->col_stride;
+            for (int64_t r = 0; r < next_count; r++)
+                next[r] = p0 * b->row_stride + (j0 + j + nr + r) * b->col_stride;
+            prefetch_runs(b, next, b->row_stride, next_count, kc);
             pack_panel(b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
         }
         return;
