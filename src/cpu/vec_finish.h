@@ -7,8 +7,6 @@
 #ifndef CVF_CPU_VEC_FINISH_H
 #define CVF_CPU_VEC_FINISH_H
 
-#include <string.h>
-
 /* See cvf_cpu_vec_ops.finish_tile in vec.h. */
 static void vec_finish_tile(const cvf_cpu_tile_epilogue *e, float *x, int64_t ldx, int64_t m, int64_t n)
 {
@@ -24,7 +22,8 @@ static void vec_finish_tile(const cvf_cpu_tile_epilogue *e, float *x, int64_t ld
         VEC_STORE((char *)e->c + r * e->c_ld * e->c_size, e->c_dtype, n, row);
         if (e->sums) {
             if (r == 0)
-                memcpy(e->sums, row, sizeof(float) * (size_t)n);
+                for (int64_t j = 0; j < n; j++) /* short: inline, not a library call */
+                    e->sums[j] = row[j];
             else
                 VEC_ACCUMULATE(e->sums, row, n);
         }
