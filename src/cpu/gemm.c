@@ -127,6 +127,9 @@ static thread_layout thread_scratch(const gemm_plan *plan)
     return t;
 }
 
+/* The fewest MR panels of an MC block when M is cut into more blocks than the L2 needs. */
+#define MIN_BLOCK_PANELS 16
+
 /*
  * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
  * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
@@ -168,9 +171,13 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
     mc_max = max64(plan->mr, mc_max / plan->mr * plan->mr);
     int64_t blocks = ceil_div(max64(plan->m, 1), mc_max);
     int64_t threads = pool_threads;
-    /* a few blocks per thread (down to 8 MR rows each), so that a thread slowed by other work on
-     * its core does not hold up the others at the end of each pass */
-    blocks = max64(blocks, min64(4 * threads, ceil_div(max64(plan->m, 1), 8 * plan->mr)));
+    /* a few blocks per thread, so that a thread slowed by other work on its core does not hold up
+     * the others at the end of each pass; but no fewer than MIN_BLOCK_PANELS MR panels each, or
+     * each B micro-panel brought to L1 serves too few kernel calls (768 rows in 7 blocks of 112
+     * ran at 70% of the speed of 4 blocks of 192) */
+    if (forced_mc <= 0)
+        blocks = max64(blocks, min64(4 * threads, ceil_div(max64(plan->m, 1), MIN_BLOCK_PANELS * plan->mr)));
+    blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
     plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
     blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
     plan->ic_blocks = blocks; /* block_rows shares the MR panels out evenly */
