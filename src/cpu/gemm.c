@@ -146,10 +146,12 @@ static void read_forced_blocks(int64_t *kc, int64_t *mc, int64_t *nc)
 
 /*
  * Chooses block sizes for the kernel and the caches:
- *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic;
+ *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic (but
+ *       a K whose micro-panel fits in 3/4 of L1 runs as one pass: no fp32 block, and the tile
+ *       goes from the kernel's registers to the epilogue);
  *   MC: the packed A block (MC x KC) takes about half of L2;
  *   NC: the packed B block (KC x NC) takes about a quarter of L3 (shared by the cores);
- * then K up to 1.25 KC runs as one pass, and M is cut into at least a few MC blocks per thread
+ * then M is cut into at least a few MC blocks per thread
  * (or, when M is short, the NC block's panels into chunks) so that the threads share the work.
  */
 static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t pool_threads)
@@ -160,7 +162,7 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
     read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
     if (forced_kc > 0)
         kc = forced_kc;
-    else if (plan->k <= kc + kc / 4)
+    else if (plan->k * plan->nr * plan->elt <= caches->l1 * 3 / 4) /* one pass: no fp32 block */
         kc = max64(plan->k, 1);
     else /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
         kc = ceil_div(plan->k, ceil_div(plan->k, kc));
@@ -474,6 +476,7 @@ typedef struct gemm_job {
     int64_t pack_tasks; /* pack tasks in front of the compute tasks of one pool run (0: none) */
     bool finish;     /* the last pass runs the epilogue (false for K slices: summed first) */
     bool unit_columns;                    /* C, aux_out, aux_in all have unit column stride */
+    bool fused_store;                     /* the kernel stores the finished tile itself */
     cvf_cpu_tile_epilogue tile_epilogue;  /* the per-call part of the tile epilogue */
     int64_t packers; /* tasks that share the packing of the B block */
 } gemm_job;
@@ -607,6 +610,11 @@ static void prepare_tile_epilogue(gemm_job *job)
         e->aux_in_size = (int64_t)cvf_dtype_size(ep->aux_in->dtype);
         job->unit_columns = job->unit_columns && (ep->aux_in->col_stride == 1 || ep->aux_in->cols == 1);
     }
+    /* bias and ReLU on the kernel's registers, stored by the kernel: for one-pass products with
+     * nothing else to do (MatMul + ReLU, a plain GEMM) */
+    job->fused_store = job->plan.kernel->run_fused && !job->plan.multi_pass && job->finish && job->unit_columns &&
+                       (ep->activation == CVF_ACTIVATION_NONE || ep->activation == CVF_ACTIVATION_RELU) &&
+                       !ep->aux_out && !ep->aux_in && !ep->bias_grad;
 }
 
 /* The rows [*i0, *i0 + *mc) of MC block `block`: the MR-row panels of M shared out evenly, so
@@ -651,6 +659,14 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
         for (int64_t ir = 0; ir < mc; ir += plan->mr) {
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            if (job->fused_store) {
+                const float *bias = job->ep->bias ? (const float *)(job->workspace + plan->off_bias) : NULL;
+                cvf_cpu_fused_store out = {element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride,
+                                           job->c->dtype, bias ? bias + pass->j0 + jr : NULL,
+                                           job->ep->activation == CVF_ACTIVATION_RELU};
+                kernel->run_fused(pass->kc, a, b, &out, m, n);
+                continue;
+            }
             if (!plan->multi_pass) {
                 kernel->run(pass->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
                 finish_tile(job, tile, n, i0 + ir, m, pass->j0 + jr, n, aux);

@@ -33,6 +33,7 @@ static const cvf_cpu_kernel f32_avx512 = {
     .nr = CVF_CPU_F32_AVX512_NR,
     .format = CVF_CPU_PACK_F32,
     .run = cvf_cpu_kernel_f32_avx512,
+    .run_fused = cvf_cpu_kernel_f32_avx512_fused,
 };
 
 /* AVX-512 BF16 kernel (vdpbf16ps) for bf16 x bf16 products. */

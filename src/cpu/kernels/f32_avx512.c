@@ -22,6 +22,8 @@
 
 #include <immintrin.h>
 
+#include "cpu/kernels/store_avx512.h"
+
 #define MR CVF_CPU_F32_AVX512_MR
 #define NR CVF_CPU_F32_AVX512_NR
 
@@ -46,16 +48,12 @@
         }                                                                                                              \
     } while (0)
 
-void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_panel, float *cp, int64_t ldc, int64_t m,
-                               int64_t n, int accumulate)
+/* c = A B over kc steps of the micro-panels (the accumulators start at zero). Inlined into each
+ * entry point so that c stays in registers. */
+static inline __attribute__((always_inline)) void tile_product(int64_t kc, const float *a, const float *b,
+                                                              __m512 c[MR][NV])
 {
-    const float *a = a_panel, *b = b_panel;
-    __m512 c[MR][NV];
     _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[i][v] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < m; i++) {
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(cp + i * ldc + 16 * v), _MM_HINT_T0);
-        _mm_prefetch((const char *)(cp + i * ldc + NR - 1), _MM_HINT_T0);
-    }
     int64_t p = kc;
     for (; p >= UNR; p -= UNR) {
         _Pragma("GCC unroll 8") for (int u = 0; u < UNR; u++) {
@@ -71,6 +69,17 @@ void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_pa
         a += MR;
         b += NR;
     }
+}
+
+void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_panel, float *cp, int64_t ldc, int64_t m,
+                               int64_t n, int accumulate)
+{
+    __m512 c[MR][NV];
+    for (int64_t i = 0; i < m; i++) {
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(cp + i * ldc + 16 * v), _MM_HINT_T0);
+        _mm_prefetch((const char *)(cp + i * ldc + NR - 1), _MM_HINT_T0);
+    }
+    tile_product(kc, a_panel, b_panel, c);
     __mmask16 mk[NV];
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
         int64_t r = n - 16 * v;
@@ -94,6 +103,37 @@ void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_pa
                     if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk[v], row + 16 * v));
                     _mm512_mask_storeu_ps(row + 16 * v, mk[v], x);
                 }
+            }
+        }
+    }
+}
+
+/* The column masks of an n-column corner, one per vector of 16 columns. */
+static inline __attribute__((always_inline)) void column_masks(int64_t n, __mmask16 mk[NV])
+{
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+        int64_t r = n - 16 * v;
+        mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
+    }
+}
+
+void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void *b_panel, const cvf_cpu_fused_store *out,
+                                     int64_t m, int64_t n)
+{
+    __m512 c[MR][NV];
+    tile_product(kc, a_panel, b_panel, c);
+    __mmask16 mk[NV];
+    column_masks(n, mk);
+    __m512 bias[NV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bias[v] =
+        out->bias ? _mm512_maskz_loadu_ps(mk[v], out->bias + 16 * v) : _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+        if (i < m) {
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+                __m512 x = _mm512_add_ps(c[i][v], bias[v]);
+                if (out->relu) /* max(0, x) returns x when x is NaN or -0: x < 0 ? 0 : x */
+                    x = _mm512_max_ps(_mm512_setzero_ps(), x);
+                cvf_cpu_avx512_store_row(out, i, v, x, mk[v]);
             }
         }
     }

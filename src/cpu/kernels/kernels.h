@@ -35,6 +35,23 @@ typedef enum cvf_cpu_pack_format { CVF_CPU_PACK_F32, CVF_CPU_PACK_BF16 } cvf_cpu
 typedef void (*cvf_cpu_kernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m,
                                   int64_t n, int accumulate);
 
+/*
+ * The fused store of a simple epilogue, done by the kernel on its registers (no tile buffer):
+ *     C[i][j] = rounded(relu?(acc[i][j] + bias[j]))      for i < m, j < n
+ * c points at the tile's element (0, 0), rows ldc elements apart, columns contiguous; dtype
+ * f32, f16 or bf16 (rounded to nearest even); bias is NULL or n floats; relu keeps NaN and -0.
+ */
+typedef struct cvf_cpu_fused_store {
+    void *c;
+    int64_t ldc;
+    cvf_dtype dtype;
+    const float *bias;
+    int relu;
+} cvf_cpu_fused_store;
+
+typedef void (*cvf_cpu_fused_kernel_fn)(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
+                                        int64_t m, int64_t n);
+
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
     const char *name; /* e.g. "avx512 f32 14x32" */
@@ -42,6 +59,7 @@ typedef struct cvf_cpu_kernel {
     int32_t mr, nr;
     cvf_cpu_pack_format format;
     cvf_cpu_kernel_fn run;
+    cvf_cpu_fused_kernel_fn run_fused; /* the same product with the fused store, or NULL */
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
@@ -67,6 +85,8 @@ void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c,
                              int accumulate);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
+void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
+                                     int64_t m, int64_t n);
 void cvf_cpu_kernel_bf16_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                 int accumulate);
 #endif
