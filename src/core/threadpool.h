@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct cvf_threadpool cvf_threadpool;
 
 /* A task: arg is shared by all tasks, task is in [0, n), thread in [0, pool size). */
@@ -30,5 +34,9 @@ int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count);
 /* Runs tasks 0 .. count-1 on cvf_threadpool_threads_for(pool, count) threads and waits for all
  * of them. Not reentrant: call from one thread. */
 void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CVF_CORE_THREADPOOL_H */
