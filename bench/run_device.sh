@@ -49,17 +49,22 @@ else
   bin=build/bin
 fi
 
+step "smoke (test_cuda --quick)" 90 "$bin/test_cuda" --quick
+if [ $? -eq 124 ]; then
+  say "smoke test timed out: a kernel hangs; stopping here"
+  exit 1
+fi
 if [ $skip_tests -eq 0 ]; then
-  step "test_errors" 120 "$bin/test_errors"
-  step "test_cuda" 300 "$bin/test_cuda"
+  step "test_errors" 60 "$bin/test_errors"
+  step "test_cuda" 200 "$bin/test_cuda"
   grep -E "passed|FAIL|worst|large" "$LOG" | tail -40
 fi
 if [ $skip_sanitize -eq 0 ]; then
-  step "memcheck" 240 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda" --quick
-  step "racecheck" 300 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin/test_cuda" --quick
+  step "memcheck" 150 compute-sanitizer --tool memcheck --error-exitcode 3 "$bin/test_cuda" --quick
+  step "racecheck" 150 compute-sanitizer --tool racecheck --error-exitcode 3 "$bin/test_cuda" --quick
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|test_cuda:" "$LOG" | tail -6
 fi
-step "bench" 400 "$bin/cvfuse_cuda_bench" --json "$OUT/bench.jsonl" "${cases[@]}"
+step "bench" 200 "$bin/cvfuse_cuda_bench" --json "$OUT/bench.jsonl" "${cases[@]}"
 grep -E "ours|device:" "$LOG" | tail -12
 if [ -n "$ncu_case" ]; then
   step "ncu" 240 ncu --clock-control none -k regex:sm90 --launch-skip 3 --launch-count 1 \
