@@ -164,15 +164,23 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const float (&a
                 float2 v = make_float2(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
                 *reinterpret_cast<float2 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 4) = v;
             }
+    } else if (out.dtype == CVF_F16) {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                __half2 v = __floats2half2_rn(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+                *reinterpret_cast<__half2 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) = v;
+            }
     } else {
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                uint32_t lo = dev_round16(acc[CH * 16 + jb * 4 + 2 * h], out.dtype);
-                uint32_t hi = dev_round16(acc[CH * 16 + jb * 4 + 2 * h + 1], out.dtype);
-                *reinterpret_cast<uint32_t *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) =
-                    lo | (hi << 16);
+                __nv_bfloat162 v =
+                    __floats2bfloat162_rn(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+                *reinterpret_cast<__nv_bfloat162 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) =
+                    v;
             }
     }
     named_barrier(1 + wg, 128);
@@ -216,18 +224,34 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, float (&acc
     }
     if (p.aux_out.data)
         store_chunk<CH>(p.aux_out, acc, stage, wg, t, row0, col0, p.m, p.n);
-    if (p.activation != CVF_ACTIVATION_NONE) {
+    /* One uniform branch per activation, so that each loop holds only its own arithmetic (a
+     * per-element switch gets if-converted: every element then pays for GELU's expf). */
+    switch (p.activation) {
+    case CVF_ACTIVATION_RELU:
+#pragma unroll
+        for (int q = 0; q < 16; q++) {
+            float &v = acc[CH * 16 + q];
+            v = v < 0.0f ? 0.0f : v; /* NaN stays NaN */
+        }
+        break;
+    case CVF_ACTIVATION_GELU_TANH:
+#pragma unroll
+        for (int q = 0; q < 16; q++)
+            acc[CH * 16 + q] = dev_gelu(acc[CH * 16 + q]);
+        break;
+    case CVF_ACTIVATION_DGELU_TANH:
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 int64_t i = i0 + 8 * (q / 2), j = col0 + CH * CHUNK + jb * 8 + 2 * (lane % 4) + (q & 1);
-                float aux = 0.0f;
-                if (p.activation == CVF_ACTIVATION_DGELU_TANH && i < p.m && j < p.n)
-                    aux = dev_load(p.aux_in.data, p.aux_in.dtype, i * p.aux_in.rs + j * p.aux_in.cs);
-                float &v = acc[CH * 16 + jb * 4 + q];
-                v = dev_activate(p.activation, v, aux);
+                float aux = i < p.m && j < p.n
+                                ? dev_load(p.aux_in.data, p.aux_in.dtype, i * p.aux_in.rs + j * p.aux_in.cs)
+                                : 0.0f;
+                acc[CH * 16 + jb * 4 + q] *= dev_gelu_derivative(aux);
             }
+        break;
+    default: break;
     }
     if (p.partials) { /* this warp's 16 rows, per column, in a fixed shuffle order */
         const int64_t slab_row = row0 + warp * 16;
