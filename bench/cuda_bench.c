@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cvfuse.h"
 
@@ -182,6 +183,24 @@ static float time_median(run_fn fn, void *state, int sets, int warmup, int repea
     return median(ms, repeat);
 }
 
+static double now_us(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec * 1e-3;
+}
+
+/* Host time of one call (enqueue only): the mean over 20 back-to-back calls, then a sync. */
+static double host_us(run_fn fn, void *state, int sets, cudaStream_t stream)
+{
+    double t0 = now_us();
+    for (int i = 0; i < 20; i++)
+        fn(state, i % sets);
+    double t = (now_us() - t0) / 20;
+    CUDA_OK(cudaStreamSynchronize(stream));
+    return t;
+}
+
 typedef struct ours_state {
     cvf_context *ctx;
     const bench_case *c;
@@ -278,22 +297,24 @@ static void run_case(const bench_case *c, cvf_context *ctx, cublasLtHandle_t lt,
     float ms_theirs = time_median(lt_fn, &lts, sets, warmup, repeat, stream);
     float ms_ours = time_median(ours_fn, &os, sets, warmup, repeat, stream);
     float ms_theirs2 = time_median(lt_fn, &lts, sets, warmup, repeat, stream); /* drift check */
+    double host_ours = host_us(ours_fn, &os, sets, stream), host_theirs = host_us(lt_fn, &lts, sets, stream);
     if (ms_theirs2 < ms_theirs)
         ms_theirs = ms_theirs2;
     double flops = 2.0 * (double)c->m * (double)c->n * (double)c->k;
     double tf = flops / (ms_ours * 1e-3) / 1e12, tf_theirs = flops / (ms_theirs * 1e-3) / 1e12;
     printf("%-12s %-5s %6lld %6lld %6lld  ours %8.4f ms %6.1f TF/s  cublaslt %8.4f ms %6.1f TF/s  ratio %.3f  "
-           "sets %d  diff %.2g\n",
+           "sets %d  diff %.2g  host us/call ours %.1f cublaslt %.1f\n",
            c->op, cvf_dtype_name(c->dtype), (long long)c->m, (long long)c->n, (long long)c->k, ms_ours, tf, ms_theirs,
-           tf_theirs, ms_ours / ms_theirs, sets, diff);
+           tf_theirs, ms_ours / ms_theirs, sets, diff, host_ours, host_theirs);
     fflush(stdout);
     if (json) {
         fprintf(json,
                 "{\"op\":\"%s\",\"dtype\":\"%s\",\"shape\":{\"m\":%lld,\"n\":%lld,\"k\":%lld},\"device\":\"cuda\","
                 "\"ms\":%.5f,\"baseline\":\"cublaslt\",\"baseline_ms\":%.5f,\"ratio\":%.4f,\"tflops\":%.1f,"
-                "\"baseline_tflops\":%.1f,\"max_rel_diff\":%.3g,\"input_sets\":%d,\"repeat\":%d}\n",
+                "\"baseline_tflops\":%.1f,\"max_rel_diff\":%.3g,\"input_sets\":%d,\"repeat\":%d,"
+                "\"host_us\":%.1f,\"baseline_host_us\":%.1f}\n",
                 c->op, cvf_dtype_name(c->dtype), (long long)c->m, (long long)c->n, (long long)c->k, ms_ours, ms_theirs,
-                ms_ours / ms_theirs, tf, tf_theirs, diff, sets, repeat);
+                ms_ours / ms_theirs, tf, tf_theirs, diff, sets, repeat, host_ours, host_theirs);
         fflush(json);
     }
     lt_destroy(&ls);

@@ -94,6 +94,7 @@ void cvf_context_destroy(cvf_context *ctx)
     if (!ctx)
         return;
     ctx->backend->workspace_free(ctx->workspace);
+    free(ctx->cuda.tmap_cache);
     cvf_threadpool_destroy(ctx->pool);
     free(ctx);
 }

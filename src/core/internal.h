@@ -69,6 +69,7 @@ typedef struct cvf_cuda_info {
     int32_t max_smem_optin;  /* dynamic shared memory a block may opt in to, bytes */
     bool fast;               /* sm_90 and CVF_CUDA_KERNEL != simple: the TMA/wgmma kernel may run */
     const char *last_kernel; /* the kernel the last matmul ran ("sm90", "simple", ...): for tests */
+    void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
 } cvf_cuda_info;
 
 struct cvf_context {

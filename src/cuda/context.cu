@@ -37,6 +37,7 @@ extern "C" cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_
     const char *kernel = getenv("CVF_CUDA_KERNEL"); /* "simple": every call on the oracle kernel */
     info->fast = prop.major == 9 && !(kernel && strcmp(kernel, "simple") == 0);
     info->last_kernel = "";
+    info->tmap_cache = cvf_cuda_tmap_cache_create(); /* NULL only disables the reuse */
     if (getenv("CVF_DEBUG"))
         fprintf(stderr, "cvfuse: cuda device %d: %s, sm_%d%d, %d SMs, %d KB smem opt-in, fast kernel %s\n",
                 (int)info->device_index, prop.name, prop.major, prop.minor, info->sm_count,

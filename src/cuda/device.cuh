@@ -133,4 +133,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
                                 const cvf_epilogue *ep, float *partials);
 #define CVF_CUDA_SM90_SLAB 16
 
+/* Host: a context's table of encoded tensor maps (gemm_sm90.cu); free() releases it. */
+#define CVF_CUDA_TMAP_CACHE 16
+void *cvf_cuda_tmap_cache_create(void);
+
 #endif /* CVF_CUDA_DEVICE_CUH */

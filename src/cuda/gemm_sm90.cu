@@ -75,6 +75,52 @@ bool encode(CUtensorMap *map, int dt, const void *data, int64_t inner, int64_t o
     return r == CUDA_SUCCESS;
 }
 
+/* Tensor maps already encoded on this context, looked up before encoding again: the driver's
+ * encoder costs host time on every call otherwise. A small round-robin table per context. */
+struct tmap_key {
+    const void *data;
+    int64_t inner, outer, stride;
+    int32_t dt, box_inner, box_outer;
+};
+
+struct tmap_cache {
+    tmap_key key[CVF_CUDA_TMAP_CACHE];
+    CUtensorMap map[CVF_CUDA_TMAP_CACHE];
+    int used, next;
+};
+
+bool encode_cached(cvf_context *ctx, CUtensorMap *map, int dt, const void *data, int64_t inner, int64_t outer,
+                   int64_t stride, int box_inner, int box_outer)
+{
+    tmap_cache *cache = (tmap_cache *)ctx->cuda.tmap_cache;
+    tmap_key key;
+    memset(&key, 0, sizeof key);
+    key.data = data;
+    key.inner = inner;
+    key.outer = outer;
+    key.stride = stride;
+    key.dt = dt;
+    key.box_inner = box_inner;
+    key.box_outer = box_outer;
+    if (cache)
+        for (int i = 0; i < cache->used; i++)
+            if (memcmp(&cache->key[i], &key, sizeof key) == 0) {
+                *map = cache->map[i];
+                return true;
+            }
+    if (!encode(map, dt, data, inner, outer, stride, box_inner, box_outer))
+        return false;
+    if (cache) {
+        int slot = cache->next;
+        cache->key[slot] = key;
+        cache->map[slot] = *map;
+        cache->next = (slot + 1) % CVF_CUDA_TMAP_CACHE;
+        if (cache->used < CVF_CUDA_TMAP_CACHE)
+            cache->used++;
+    }
+    return true;
+}
+
 /* The layouts the TMA can read: a unit stride, the other a multiple of 16 bytes covering the
  * contiguous extent, a 16-byte aligned start. */
 bool tma_stride_ok(int64_t stride, int64_t inner)
@@ -113,6 +159,11 @@ out_desc make_out(const cvf_matrix *x)
 
 } /* namespace */
 
+void *cvf_cuda_tmap_cache_create(void)
+{
+    return calloc(1, sizeof(tmap_cache));
+}
+
 
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                                 const cvf_epilogue *ep, float *partials)
@@ -130,10 +181,10 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
         return CVF_STATUS_UNSUPPORTED;
     int dt = a->dtype == CVF_BF16 ? 1 : 0;
     CUtensorMap ma, mb;
-    bool ok = la == 0 ? encode(&ma, dt, a->data, k, m, a->row_stride, BK, BM)
-                      : encode(&ma, dt, a->data, m, k, a->col_stride, 64, BK);
-    ok = ok && (lb == 0 ? encode(&mb, dt, b->data, k, n, b->col_stride, BK, BN)
-                        : encode(&mb, dt, b->data, n, k, b->row_stride, 64, BK));
+    bool ok = la == 0 ? encode_cached(ctx, &ma, dt, a->data, k, m, a->row_stride, BK, BM)
+                      : encode_cached(ctx, &ma, dt, a->data, m, k, a->col_stride, 64, BK);
+    ok = ok && (lb == 0 ? encode_cached(ctx, &mb, dt, b->data, k, n, b->col_stride, BK, BN)
+                        : encode_cached(ctx, &mb, dt, b->data, n, k, b->row_stride, 64, BK));
     if (!ok)
         return CVF_STATUS_UNSUPPORTED;
     sm90_params p;
@@ -150,8 +201,6 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     p.c = make_out(c);
     p.aux_out = make_out(ep->aux_out);
     p.partials = partials;
-    const char *swap = getenv("CVF_CUDA_MN_DESC");
-    p.swap_mn_desc = swap && strcmp(swap, "swap") == 0;
     int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
     int grid = (int)(tiles < ctx->cuda.sm_count ? tiles : ctx->cuda.sm_count);
     cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, la, lb, ma, mb, p, grid) : cvf_sm90_launch_f16(ctx, la, lb, ma, mb, p, grid);

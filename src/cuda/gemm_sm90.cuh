@@ -41,7 +41,6 @@ struct sm90_params {
     dev_mat aux_in;
     out_desc c, aux_out;
     float *partials;
-    int32_t swap_mn_desc; /* debugging knob: swap LBO/SBO of MN-major descriptors */
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
@@ -351,7 +350,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int wg = warpgroup - 1; /* consumer 0 or 1: rows [64 wg, 64 wg + 64) of the tile */
     const int t = threadIdx.x - 128 * warpgroup;
     unsigned char *stage_buf = staging + wg * STAGE_BYTES;
-    const uint32_t mn_lbo = p.swap_mn_desc ? 1024 : 8192, mn_sbo = p.swap_mn_desc ? 8192 : 1024;
+    /* MN-major operands: 64-element blocks along M/N 8 KB apart (LBO), 8-row K groups 1 KB apart (SBO) */
+    const uint32_t mn_lbo = 8192, mn_sbo = 1024;
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; i++)
