@@ -201,6 +201,45 @@ static double host_us(run_fn fn, void *state, int sets, cudaStream_t stream)
     return t;
 }
 
+/* Mean ms per call of 20 calls between one event pair (no events in between). */
+static float back_to_back_ms(run_fn fn, void *state, int sets, cudaStream_t stream)
+{
+    cudaEvent_t start, stop;
+    CUDA_OK(cudaEventCreate(&start));
+    CUDA_OK(cudaEventCreate(&stop));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaEventRecord(start, stream));
+    for (int i = 0; i < 20; i++)
+        fn(state, i % sets);
+    CUDA_OK(cudaEventRecord(stop, stream));
+    CUDA_OK(cudaEventSynchronize(stop));
+    float ms;
+    CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return ms / 20;
+}
+
+/* Median ms of calls each started on an idle GPU (a sync before each), as a profiler sees them. */
+static float isolated_ms(run_fn fn, void *state, int sets, cudaStream_t stream)
+{
+    float ms[15];
+    cudaEvent_t start, stop;
+    CUDA_OK(cudaEventCreate(&start));
+    CUDA_OK(cudaEventCreate(&stop));
+    for (int i = 0; i < 15; i++) {
+        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaEventRecord(start, stream));
+        fn(state, i % sets);
+        CUDA_OK(cudaEventRecord(stop, stream));
+        CUDA_OK(cudaEventSynchronize(stop));
+        CUDA_OK(cudaEventElapsedTime(&ms[i], start, stop));
+    }
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+    return median(ms, 15);
+}
+
 typedef struct ours_state {
     cvf_context *ctx;
     const bench_case *c;
@@ -298,6 +337,10 @@ static void run_case(const bench_case *c, cvf_context *ctx, cublasLtHandle_t lt,
     float ms_ours = time_median(ours_fn, &os, sets, warmup, repeat, stream);
     float ms_theirs2 = time_median(lt_fn, &lts, sets, warmup, repeat, stream); /* drift check */
     double host_ours = host_us(ours_fn, &os, sets, stream), host_theirs = host_us(lt_fn, &lts, sets, stream);
+    printf("  [timing study] ours: isolated %.4f ms, back-to-back %.4f ms; cublaslt: isolated %.4f ms, "
+           "back-to-back %.4f ms\n",
+           isolated_ms(ours_fn, &os, sets, stream), back_to_back_ms(ours_fn, &os, sets, stream),
+           isolated_ms(lt_fn, &lts, sets, stream), back_to_back_ms(lt_fn, &lts, sets, stream));
     if (ms_theirs2 < ms_theirs)
         ms_theirs = ms_theirs2;
     double flops = 2.0 * (double)c->m * (double)c->n * (double)c->k;
