@@ -67,7 +67,7 @@ fi
 step "bench" 200 "$bin/cvfuse_cuda_bench" --json "$OUT/bench.jsonl" "${cases[@]}"
 grep -E "ours|device:" "$LOG" | tail -12
 if [ -n "$ncu_case" ]; then
-  step "ncu" 240 ncu --clock-control none -k regex:sm90 --launch-skip 3 --launch-count 1 \
+  step "ncu" 240 ncu --clock-control none -k regex:sm90_gemm_kernel --launch-skip 3 --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section WarpStateStats --section SchedulerStats "$bin/cvfuse_cuda_bench" --repeat 3 "$ncu_case"
   sed -n '/== ncu/,$p' "$LOG" >"$OUT/ncu.txt"
