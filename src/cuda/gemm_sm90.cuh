@@ -280,11 +280,14 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, float (&acc)
                                               int t, int64_t row0, int64_t col0)
 {
 #pragma unroll 1
-    for (int ch = 0; ch < BN / CHUNK; ch++) {
+    for (int ch = 0; ch < BN / CHUNK; ch += 2) { /* two chunks per iteration: 3 x 96 moves, not 7 x 112 */
         epilogue_chunk<0>(p, acc, stage, wg, t, row0, col0 + ch * CHUNK);
+        epilogue_chunk<1>(p, acc, stage, wg, t, row0, col0 + ch * CHUNK);
+        if (ch + 2 < BN / CHUNK) {
 #pragma unroll
-        for (int i = 0; i < 128 - 16; i++)
-            acc[i] = acc[i + 16];
+            for (int i = 0; i < 128 - 32; i++)
+                acc[i] = acc[i + 32];
+        }
     }
 }
 
