@@ -15,6 +15,13 @@
  *
  * Threading: a context may be used by one host thread at a time; create one context per thread
  * that issues calls. The context itself runs its work on its own thread pool.
+ *
+ * CUDA device (CVF_DEVICE_CUDA): views hold device pointers (cudaMalloc memory of the context's
+ * GPU). Validation reads only the views, never the data. Calls are enqueued on the context's
+ * stream and may return before the GPU has finished, as cuBLAS calls do: synchronize the stream
+ * (or use a stream-ordered copy) before reading the outputs on the host. A launch failure is
+ * reported by the call that launched; a fault during execution surfaces at the next CUDA
+ * synchronization, as in any CUDA program.
  */
 #ifndef CVFUSE_H
 #define CVFUSE_H
@@ -141,20 +148,28 @@ static inline cvf_vector cvf_vector_dense(void *data, cvf_dtype dtype, int64_t l
 /* ------------------------------------------------------------------------------------------ */
 
 typedef enum cvf_device {
-    CVF_DEVICE_CPU = 0,      /* the CPU backend: fp32 accumulation, thread pool */
-    CVF_DEVICE_REFERENCE = 1 /* float64 oracle: simple, slow, obviously correct; accepts f64 */
+    CVF_DEVICE_CPU = 0,       /* the CPU backend: fp32 accumulation, thread pool */
+    CVF_DEVICE_REFERENCE = 1, /* float64 oracle: simple, slow, obviously correct; accepts f64 */
+    CVF_DEVICE_CUDA = 2       /* an NVIDIA GPU: fp32 accumulation; the fast kernels need sm_90 (Hopper) */
 } cvf_device;
 
 typedef struct cvf_context_options {
     cvf_device device;
     int32_t threads; /* threads that compute, the caller's included; 0 means one per CPU this process
-                        may run on. The reference device always computes on the caller alone. */
+                        may run on. The reference device always computes on the caller alone; the
+                        CUDA device ignores it (the caller's thread only enqueues work). */
+    /* CUDA only (ignored elsewhere; zero-initialised options mean GPU 0, the default stream): */
+    int32_t device_index; /* the CUDA device ordinal */
+    void *stream;         /* a cudaStream_t that every call is ordered on; NULL is the default stream */
 } cvf_context_options;
 
 typedef struct cvf_context cvf_context;
 
 /* Creates a context. options may be NULL (CPU device, all cores). On success *out holds the new
- * context; on failure *out is set to NULL. A context keeps the largest workspace its calls have
+ * context; on failure *out is set to NULL. A CUDA context fails with CVF_STATUS_UNSUPPORTED when
+ * the library was built without CUDA or device_index names no usable GPU (the reason is printed
+ * to stderr when the environment variable CVF_DEBUG is set); on a GPU other than compute
+ * capability 9.x it is created and runs every call on the portable (slow) kernel. A context keeps the largest workspace its calls have
  * needed (scratch and, for the MLP backward, grad_fc1_output) and reuses it until destroyed. */
 cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out);
 
@@ -171,7 +186,7 @@ cvf_device cvf_context_device(const cvf_context *ctx);
 /* Returns the number of threads ctx computes on, the caller's included (0 for a NULL ctx). */
 int32_t cvf_context_threads(const cvf_context *ctx);
 
-/* Returns a static name for a device ("cpu", "reference"), or "unknown". */
+/* Returns a static name for a device ("cpu", "reference", "cuda"), or "unknown". */
 const char *cvf_device_name(cvf_device device);
 
 /* ------------------------------------------------------------------------------------------ */

@@ -975,9 +975,21 @@ static cvf_context *poisoned_context(void)
 /* Expects cvf_context_create(options) to fail with expected and to set *out to NULL. */
 static void expect_create_fails(const char *what, cvf_device device, int32_t threads, cvf_status expected)
 {
-    cvf_context_options options = {device, threads};
+    cvf_context_options options = {device, threads, 0, NULL};
     cvf_context *ctx = poisoned_context();
     cvf_status status = cvf_context_create(&options, &ctx);
+    check(status == expected, "cvf_context_create %s: status %d (%s), expected %d (%s)", what, (int)status,
+          status_name(status), (int)expected, status_name(expected));
+    check(ctx == NULL, "cvf_context_create %s: *out not set to NULL on failure", what);
+    if (status == CVF_STATUS_SUCCESS && ctx != poisoned_context())
+        cvf_context_destroy(ctx);
+}
+
+/* Expects cvf_context_create(options) to fail with expected and to set *out to NULL. */
+static void expect_create_fails_options(const char *what, const cvf_context_options *options, cvf_status expected)
+{
+    cvf_context *ctx = poisoned_context();
+    cvf_status status = cvf_context_create(options, &ctx);
     check(status == expected, "cvf_context_create %s: status %d (%s), expected %d (%s)", what, (int)status,
           status_name(status), (int)expected, status_name(expected));
     check(ctx == NULL, "cvf_context_create %s: *out not set to NULL on failure", what);
@@ -1008,26 +1020,37 @@ static void expect_create_succeeds(const char *what, const cvf_context_options *
 /* cvf_context_create: NULL out, bad device, negative threads; the good cases for contrast. */
 static void test_context_create(void)
 {
-    cvf_context_options options = {CVF_DEVICE_CPU, 1};
+    cvf_context_options options = {CVF_DEVICE_CPU, 1, 0, NULL};
     cvf_status status = cvf_context_create(&options, NULL);
     check(status == CVF_STATUS_NULL_POINTER, "cvf_context_create(options, NULL): status %d, expected NULL_POINTER",
           (int)status);
     status = cvf_context_create(NULL, NULL);
     check(status == CVF_STATUS_NULL_POINTER, "cvf_context_create(NULL, NULL): status %d, expected NULL_POINTER",
           (int)status);
-    expect_create_fails("device 2", (cvf_device)2, 1, CVF_STATUS_INVALID_VALUE);
+    expect_create_fails("device 3", (cvf_device)3, 1, CVF_STATUS_INVALID_VALUE);
     expect_create_fails("device 1000", (cvf_device)1000, 0, CVF_STATUS_INVALID_VALUE);
     expect_create_fails("device -1", (cvf_device)-1, 1, CVF_STATUS_INVALID_VALUE);
     expect_create_fails("threads -1", CVF_DEVICE_CPU, -1, CVF_STATUS_INVALID_VALUE);
     expect_create_fails("threads INT32_MIN", CVF_DEVICE_REFERENCE, INT32_MIN, CVF_STATUS_INVALID_VALUE);
     expect_create_succeeds("NULL options", NULL, CVF_DEVICE_CPU, 0);
-    cvf_context_options reference = {CVF_DEVICE_REFERENCE, 3};
+    cvf_context_options reference = {CVF_DEVICE_REFERENCE, 3, 0, NULL};
     expect_create_succeeds("reference, 3 threads asked (computes on the caller alone)", &reference,
                            CVF_DEVICE_REFERENCE, 1);
-    cvf_context_options cpu_three = {CVF_DEVICE_CPU, 3};
+    cvf_context_options cpu_three = {CVF_DEVICE_CPU, 3, 0, NULL};
     expect_create_succeeds("cpu, 3 threads", &cpu_three, CVF_DEVICE_CPU, 3);
-    cvf_context_options all_cores = {CVF_DEVICE_CPU, 0};
+    cvf_context_options all_cores = {CVF_DEVICE_CPU, 0, 0, NULL};
     expect_create_succeeds("cpu, 0 threads", &all_cores, CVF_DEVICE_CPU, 0);
+    /* CUDA: a context when a GPU is there, else UNSUPPORTED with *out NULL (never another status) */
+    cvf_context_options cuda = {CVF_DEVICE_CUDA, 0, 0, NULL};
+    cvf_context *cuda_ctx = poisoned_context();
+    status = cvf_context_create(&cuda, &cuda_ctx);
+    check(status == CVF_STATUS_SUCCESS || (status == CVF_STATUS_UNSUPPORTED && cuda_ctx == NULL),
+          "cvf_context_create cuda: status %d (%s), expected success or UNSUPPORTED with *out NULL", (int)status,
+          status_name(status));
+    if (status == CVF_STATUS_SUCCESS)
+        cvf_context_destroy(cuda_ctx);
+    cvf_context_options cuda_bad = {CVF_DEVICE_CUDA, 0, 4096, NULL};
+    expect_create_fails_options("cuda device_index 4096", &cuda_bad, CVF_STATUS_UNSUPPORTED);
     cvf_context_destroy(NULL); /* a no-op: reaching the next line is the check */
     check(true, "cvf_context_destroy(NULL)");
     const char *null_message = cvf_context_last_error(NULL);
@@ -1097,7 +1120,8 @@ static void test_enum_names(void)
               cvf_dtype_size((cvf_dtype)v));
         expect_name("cvf_activation_name", v, cvf_activation_name((cvf_activation)v), "unknown");
     }
-    expect_name("cvf_device_name", 2, cvf_device_name((cvf_device)2), "unknown");
+    expect_name("cvf_device_name", 2, cvf_device_name(CVF_DEVICE_CUDA), "cuda");
+    expect_name("cvf_device_name", 3, cvf_device_name((cvf_device)3), "unknown");
     expect_name("cvf_device_name", -1, cvf_device_name((cvf_device)-1), "unknown");
 }
 
@@ -1633,7 +1657,7 @@ static void test_edges(cvf_context *ctx, const char *device)
 /* Creates a context on device with two threads; exits when that fails (nothing else can run). */
 static cvf_context *make_context(cvf_device device)
 {
-    cvf_context_options options = {device, 2};
+    cvf_context_options options = {device, 2, 0, NULL};
     cvf_context *ctx = NULL;
     cvf_status status = cvf_context_create(&options, &ctx);
     if (status != CVF_STATUS_SUCCESS || !ctx) {

@@ -1086,11 +1086,11 @@ static void test_plan(const contexts *cx)
 static int contexts_create(contexts *cx)
 {
     memset(cx, 0, sizeof *cx);
-    cvf_context_options reference = {CVF_DEVICE_REFERENCE, 1};
+    cvf_context_options reference = {CVF_DEVICE_REFERENCE, 1, 0, NULL};
     if (cvf_context_create(&reference, &cx->reference) != CVF_STATUS_SUCCESS)
         return -1;
     for (int t = 0; t < CPU_ALL_VARIANTS; t++) {
-        cvf_context_options cpu = {CVF_DEVICE_CPU, cpu_threads[t]};
+        cvf_context_options cpu = {CVF_DEVICE_CPU, cpu_threads[t], 0, NULL};
         if (cvf_context_create(&cpu, &cx->cpu[t]) != CVF_STATUS_SUCCESS)
             return -1;
         CHECK(cvf_context_threads(cx->cpu[t]) == cpu_threads[t], "context asked for %d threads runs %d",

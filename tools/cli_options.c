@@ -100,7 +100,7 @@ int cli_library_error(const char *command, const char *call, cvf_status status, 
 
 int cli_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx)
 {
-    cvf_context_options options = {device, (int32_t)threads};
+    cvf_context_options options = {device, (int32_t)threads, 0, NULL};
     cvf_status status = cvf_context_create(&options, ctx);
     if (status != CVF_STATUS_SUCCESS)
         return cli_library_error(command, "cvf_context_create", status, NULL);

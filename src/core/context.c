@@ -1,5 +1,6 @@
 /* Contexts: the device, its backend table and the worker threads. */
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -27,16 +28,32 @@ static const cvf_backend *backend_for(cvf_device device)
     switch (device) {
     case CVF_DEVICE_CPU: return &cvf_cpu_backend;
     case CVF_DEVICE_REFERENCE: return &cvf_reference_backend;
+    case CVF_DEVICE_CUDA:
+#ifdef CVF_HAVE_CUDA
+        return &cvf_cuda_backend;
+#else
+        return &cvf_cpu_backend; /* never used: cvf_cuda_context_init refuses first */
+#endif
     }
     return NULL;
 }
+
+#ifndef CVF_HAVE_CUDA
+cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size)
+{
+    (void)ctx;
+    (void)options;
+    snprintf(why, size, "cvfuse was built without CUDA (nvcc not found at configure time, or CVF_CUDA=OFF)");
+    return CVF_STATUS_UNSUPPORTED;
+}
+#endif
 
 cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out)
 {
     if (!out)
         return CVF_STATUS_NULL_POINTER;
     *out = NULL;
-    cvf_context_options defaults = {CVF_DEVICE_CPU, 0};
+    cvf_context_options defaults = {CVF_DEVICE_CPU, 0, 0, NULL};
     if (!options)
         options = &defaults;
     const cvf_backend *backend = backend_for(options->device);
@@ -48,10 +65,21 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
         return CVF_STATUS_OUT_OF_MEMORY;
     ctx->device = options->device;
     ctx->backend = backend;
-    /* The reference device computes on the calling thread alone (simple, obviously correct). */
-    ctx->threads = options->device == CVF_DEVICE_REFERENCE ? 1
-                   : options->threads > 0                  ? options->threads
-                                                           : online_cpus();
+    if (options->device == CVF_DEVICE_CUDA) {
+        char why[256] = "";
+        cvf_status status = cvf_cuda_context_init(ctx, options, why, sizeof why);
+        if (status != CVF_STATUS_SUCCESS) {
+            if (getenv("CVF_DEBUG"))
+                fprintf(stderr, "cvfuse: cvf_context_create(cuda, device %d): %s\n", (int)options->device_index, why);
+            free(ctx);
+            return status;
+        }
+    }
+    /* The reference device computes on the calling thread alone (simple, obviously correct); the
+     * CUDA device only enqueues work from the caller's thread. */
+    ctx->threads = options->device == CVF_DEVICE_REFERENCE || options->device == CVF_DEVICE_CUDA ? 1
+                   : options->threads > 0                                                      ? options->threads
+                                                                                               : online_cpus();
     ctx->pool = cvf_threadpool_create(ctx->threads);
     if (!ctx->pool) {
         free(ctx);
@@ -66,6 +94,7 @@ void cvf_context_destroy(cvf_context *ctx)
     if (!ctx)
         return;
     ctx->backend->workspace_free(ctx->workspace);
+    free(ctx->cuda.tmap_cache);
     cvf_threadpool_destroy(ctx->pool);
     free(ctx);
 }

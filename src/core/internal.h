@@ -13,6 +13,10 @@
 #include "core/threadpool.h"
 #include "cvfuse.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define CVF_MESSAGE_SIZE 512
 
 /*
@@ -54,12 +58,28 @@ typedef struct cvf_backend {
 
 extern const cvf_backend cvf_cpu_backend;
 extern const cvf_backend cvf_reference_backend;
+#ifdef CVF_HAVE_CUDA
+extern const cvf_backend cvf_cuda_backend;
+#endif
+
+/* What a CUDA context knows about its GPU (zero on other devices). */
+typedef struct cvf_cuda_info {
+    int32_t device_index;
+    void *stream;            /* cudaStream_t */
+    int32_t sm_count;        /* multiprocessors: the persistent grid's size */
+    int32_t major, minor;    /* compute capability */
+    int32_t max_smem_optin;  /* dynamic shared memory a block may opt in to, bytes */
+    bool fast;               /* sm_90 and CVF_CUDA_KERNEL != simple: the TMA/wgmma kernel may run */
+    const char *last_kernel; /* the kernel the last matmul ran ("sm90", "simple", ...): for tests */
+    void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
+} cvf_cuda_info;
 
 struct cvf_context {
     cvf_device device;
     const cvf_backend *backend;
     int32_t threads;
     cvf_threadpool *pool;
+    cvf_cuda_info cuda;
     void *workspace; /* backend memory reserved by earlier calls, reused */
     size_t workspace_size;
     char message[CVF_MESSAGE_SIZE]; /* last error; "" after a success */
@@ -81,6 +101,11 @@ static inline size_t cvf_round_up_64(size_t bytes)
 {
     return (bytes + 63) & ~(size_t)63;
 }
+
+/* Sets up ctx->cuda for options (device present, properties read, device made current).
+ * Returns SUCCESS or UNSUPPORTED with the reason in why. Without CUDA in the build: UNSUPPORTED,
+ * "built without CUDA". Defined in src/cuda (or the stub in context.c). */
+cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
 
 /* Records a formatted message for the last error of ctx and returns status. */
 cvf_status cvf_fail(cvf_context *ctx, cvf_status status, const char *format, ...) __attribute__((format(printf, 3, 4)));
@@ -153,5 +178,9 @@ void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_
 
 #define CVF_GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
 #define CVF_GELU_C 0.044715
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CVF_CORE_INTERNAL_H */

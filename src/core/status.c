@@ -37,6 +37,7 @@ const char *cvf_device_name(cvf_device device)
     switch (device) {
     case CVF_DEVICE_CPU: return "cpu";
     case CVF_DEVICE_REFERENCE: return "reference";
+    case CVF_DEVICE_CUDA: return "cuda";
     }
     return "unknown";
 }

@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct cvf_threadpool cvf_threadpool;
 
 /* A task: arg is shared by all tasks, task is in [0, n), thread in [0, pool size). */
@@ -34,5 +38,9 @@ void cvf_threadpool_run(cvf_threadpool *pool, int64_t count, cvf_task_fn fn, voi
 /* The same on at most max_threads threads (>= 1): small jobs that would spend more time waking
  * workers than computing stay on fewer threads. */
 void cvf_threadpool_run_on(cvf_threadpool *pool, int32_t max_threads, int64_t count, cvf_task_fn fn, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* CVF_CORE_THREADPOOL_H */

@@ -1,0 +1,140 @@
+/*
+ * Device-side helpers shared by the CUDA kernels: strided operands of any dtype, the epilogue's
+ * arithmetic (the same functions as the CPU's gemm.c), and the kernel-argument structs.
+ */
+#ifndef CVF_CUDA_DEVICE_CUH
+#define CVF_CUDA_DEVICE_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "cuda/cuda.h"
+
+/* A strided matrix operand as kernels see it (data NULL when absent). */
+typedef struct dev_mat {
+    void *data;
+    int32_t dtype; /* cvf_dtype */
+    int64_t rs, cs;
+} dev_mat;
+
+/* A strided vector operand (data NULL when absent). */
+typedef struct dev_vec {
+    void *data;
+    int32_t dtype;
+    int64_t stride;
+} dev_vec;
+
+/* The epilogue of one GEMM, as kernels see it. */
+typedef struct dev_epilogue {
+    int32_t activation; /* cvf_activation */
+    dev_vec bias;
+    dev_mat aux_in, aux_out;
+    float *partials; /* bias-gradient partial sums: [slab][n], one row per slab of rows, or NULL */
+} dev_epilogue;
+
+static inline dev_mat dev_mat_of(const cvf_matrix *m)
+{
+    dev_mat d;
+    d.data = m ? m->data : NULL;
+    d.dtype = m ? (int32_t)m->dtype : 0;
+    d.rs = m ? m->row_stride : 0;
+    d.cs = m ? m->col_stride : 0;
+    return d;
+}
+
+static inline dev_vec dev_vec_of(const cvf_vector *v)
+{
+    dev_vec d;
+    d.data = v ? v->data : NULL;
+    d.dtype = v ? (int32_t)v->dtype : 0;
+    d.stride = v ? v->stride : 0;
+    return d;
+}
+
+/* Loads element index of an array of dtype as fp32. */
+__device__ __forceinline__ float dev_load(const void *data, int32_t dtype, int64_t index)
+{
+    if (dtype == CVF_F32)
+        return ((const float *)data)[index];
+    unsigned short bits = ((const unsigned short *)data)[index];
+    if (dtype == CVF_F16)
+        return __half2float(__ushort_as_half(bits));
+    return __uint_as_float((unsigned)bits << 16);
+}
+
+/* Rounds an fp32 value to a 16-bit dtype (nearest even), returning the bits. */
+__device__ __forceinline__ unsigned short dev_round16(float value, int32_t dtype)
+{
+    if (dtype == CVF_F16)
+        return __half_as_ushort(__float2half_rn(value));
+    return __bfloat16_as_ushort(__float2bfloat16_rn(value));
+}
+
+/* Stores value, rounded once, as element index of an array of dtype. */
+__device__ __forceinline__ void dev_store(void *data, int32_t dtype, int64_t index, float value)
+{
+    if (dtype == CVF_F32)
+        ((float *)data)[index] = value;
+    else
+        ((unsigned short *)data)[index] = dev_round16(value, dtype);
+}
+
+/* GELU in the tail-safe sigmoid form of the CPU backend (gemm.c): with u = k (x + c x^3),
+ * gelu(x) = x sigmoid(2u), gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2). Accurate expf. */
+__device__ __forceinline__ float dev_gelu_u(float x)
+{
+    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
+    return k * (x + c * x * x * x);
+}
+
+__device__ __forceinline__ float dev_gelu(float x)
+{
+    return x / (1.0f + expf(-2.0f * dev_gelu_u(x)));
+}
+
+__device__ __forceinline__ float dev_gelu_derivative(float x)
+{
+    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
+    if (fabsf(x) > 1e10f)
+        return x > 0.0f ? 1.0f : 0.0f;
+    float u = dev_gelu_u(x);
+    float s = 1.0f / (1.0f + expf(-2.0f * u));
+    float one_minus_s = 1.0f / (1.0f + expf(2.0f * u));
+    return s + 2.0f * x * s * one_minus_s * k * (1.0f + 3.0f * c * x * x);
+}
+
+/* The activation of the epilogue; aux is aux_in[i, j] (read only for DGELU). */
+__device__ __forceinline__ float dev_activate(int32_t activation, float x, float aux)
+{
+    switch (activation) {
+    case CVF_ACTIVATION_RELU: return x < 0.0f ? 0.0f : x; /* NaN stays NaN */
+    case CVF_ACTIVATION_GELU_TANH: return dev_gelu(x);
+    case CVF_ACTIVATION_DGELU_TANH: return x * dev_gelu_derivative(aux);
+    default: return x;
+    }
+}
+
+/* Host: records a CUDA error on ctx as INTERNAL_ERROR naming what failed; SUCCESS for no error. */
+cvf_status cvf_cuda_check(cvf_context *ctx, int error, const char *what);
+
+/* Host: the bias-gradient combine: out[j] = sum over s < slabs, in order, of partials[s][j]. */
+cvf_status cvf_cuda_combine_partials(cvf_context *ctx, const float *partials, int64_t slabs, int64_t n,
+                                     const cvf_vector *out);
+
+/* Host: the simple GEMM (any dtypes and strides). Partials, when asked, are per 64-row slab. */
+cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                  const cvf_epilogue *ep, float *partials);
+#define CVF_CUDA_SIMPLE_SLAB 64
+
+/* Host: the Hopper kernel when it can run this call (returns UNSUPPORTED, with nothing enqueued
+ * and no message, when it cannot: the caller falls back). Partials are per 16-row slab. */
+cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                const cvf_epilogue *ep, float *partials);
+#define CVF_CUDA_SM90_SLAB 16
+
+/* Host: a context's table of encoded tensor maps (gemm_sm90.cu); free() releases it. */
+#define CVF_CUDA_TMAP_CACHE 16
+void *cvf_cuda_tmap_cache_create(void);
+
+#endif /* CVF_CUDA_DEVICE_CUH */

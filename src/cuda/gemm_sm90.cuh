@@ -1,0 +1,451 @@
+/* The Hopper GEMM kernel template (see gemm_sm90.cu); instantiated per dtype in
+ * gemm_sm90_f16.cu and gemm_sm90_bf16.cu so that the two compile in parallel. */
+#ifndef CVF_CUDA_GEMM_SM90_CUH
+#define CVF_CUDA_GEMM_SM90_CUH
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include "cuda/device.cuh"
+
+namespace sm90 {
+
+
+constexpr int BM = 128, BN = 256, BK = 64;
+constexpr int STAGES = 4;
+constexpr int GROUP_M = 16;
+constexpr int THREADS = 384;
+constexpr int A_STAGE = BM * BK * 2; /* 16 KB */
+constexpr int B_STAGE = BN * BK * 2; /* 32 KB */
+constexpr int CHUNK = 32;            /* epilogue columns per staged store */
+constexpr int STAGE_PITCH = 160;     /* bytes per staged row: 32 f32 + 32 bytes pad (conflict-free) */
+constexpr int STAGE_BYTES = 64 * STAGE_PITCH;
+constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
+                           2 * STAGES * 8;
+
+#include "cuda/wgmma_n256.inc"
+
+/* One output of the epilogue (C or aux_out). */
+struct out_desc {
+    void *data;
+    int32_t dtype;
+    int64_t rs, cs;
+    int32_t vector; /* row-major, 16-byte aligned rows: staged 16-byte stores */
+};
+
+struct sm90_params {
+    int64_t m, n, k;
+    int32_t tiles_m, tiles_n, k_tiles;
+    int32_t activation;
+    dev_vec bias;
+    dev_mat aux_in;
+    out_desc c, aux_out;
+    float *partials;
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void *p)
+{
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(uint32_t bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n"
+                     "}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1, uint32_t bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+                     dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+__device__ __forceinline__ void named_barrier(int id, int threads)
+{
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+/* A wgmma shared-memory descriptor: 128-byte swizzle, start address, leading / stride byte
+ * offsets (all in 16-byte units). */
+__device__ __forceinline__ uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo)
+{
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
+           (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence()
+{
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit()
+{
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wgmma_wait()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+/* Keeps the compiler from moving accumulator reads / writes across the asynchronous wgmma. */
+__device__ __forceinline__ void fence_acc(float (&acc)[128])
+{
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+/* The tile at position t of the grouped order. */
+__device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t tiles_n, int32_t *tm, int32_t *tn)
+{
+    int32_t per_group = GROUP_M * tiles_n;
+    int32_t group = t / per_group;
+    int32_t first = group * GROUP_M;
+    int32_t rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
+    int32_t in_group = t - group * per_group;
+    *tm = first + in_group % rows;
+    *tn = in_group / rows;
+}
+
+/* Stores 32 columns (acc[chunk * 16 .. + 16)) of this warpgroup's 64 rows to out. */
+template <int CH>
+__device__ __forceinline__ void store_chunk(const out_desc &out, const float (&acc)[128], unsigned char *stage,
+                                            int wg, int t, int64_t row0, int64_t col0, int64_t m, int64_t n)
+{
+    const int warp = t / 32, lane = t % 32;
+    const int r_local = warp * 16 + lane / 4;
+    const int c_local = 2 * (lane % 4);
+    if (!out.vector) { /* any strides: element stores straight from the fragment */
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                int64_t i = row0 + r_local + 8 * (q / 2), j = col0 + CH * CHUNK + jb * 8 + c_local + (q & 1);
+                if (i < m && j < n)
+                    dev_store(out.data, out.dtype, i * out.rs + j * out.cs, acc[CH * 16 + jb * 4 + q]);
+            }
+        return;
+    }
+    named_barrier(1 + wg, 128); /* the previous chunk's readers are done with the buffer */
+    if (out.dtype == CVF_F32) {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float2 v = make_float2(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+                *reinterpret_cast<float2 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 4) = v;
+            }
+    } else if (out.dtype == CVF_F16) {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                __half2 v = __floats2half2_rn(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+                *reinterpret_cast<__half2 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) = v;
+            }
+    } else {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                __nv_bfloat162 v =
+                    __floats2bfloat162_rn(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+                *reinterpret_cast<__nv_bfloat162 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) =
+                    v;
+            }
+    }
+    named_barrier(1 + wg, 128);
+    const int esize = out.dtype == CVF_F32 ? 4 : 2;
+    const int per_row = CHUNK * esize / 16; /* 16-byte vectors per staged row: 4 or 8 */
+    const int per_vec = 16 / esize;
+    for (int idx = t; idx < 64 * per_row; idx += 128) {
+        int r = idx / per_row, v = idx % per_row;
+        int64_t i = row0 + r, j = col0 + CH * CHUNK + v * per_vec;
+        if (i >= m || j >= n)
+            continue;
+        const unsigned char *src = stage + r * STAGE_PITCH + v * 16;
+        unsigned char *dst = (unsigned char *)out.data + (i * out.rs + j) * esize;
+        if (j + per_vec <= n) {
+            *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+        } else {
+            for (int e = 0; e < per_vec && j + e < n; e++)
+                for (int byte = 0; byte < esize; byte++)
+                    dst[e * esize + byte] = src[e * esize + byte];
+        }
+    }
+}
+
+/* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. */
+template <int CH>
+__device__ __forceinline__ void epilogue_chunk(const sm90_params &p, float (&acc)[128], unsigned char *stage, int wg,
+                                               int t, int64_t row0, int64_t col0)
+{
+    const int warp = t / 32, lane = t % 32;
+    const int64_t i0 = row0 + warp * 16 + lane / 4;
+    if (p.bias.data) {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int64_t j = col0 + CH * CHUNK + jb * 8 + 2 * (lane % 4) + e;
+                float b = j < p.n ? dev_load(p.bias.data, p.bias.dtype, j * p.bias.stride) : 0.0f;
+                acc[CH * 16 + jb * 4 + e] += b;
+                acc[CH * 16 + jb * 4 + 2 + e] += b;
+            }
+    }
+    if (p.aux_out.data)
+        store_chunk<CH>(p.aux_out, acc, stage, wg, t, row0, col0, p.m, p.n);
+    /* One uniform branch per activation, so that each loop holds only its own arithmetic (a
+     * per-element switch gets if-converted: every element then pays for GELU's expf). */
+    switch (p.activation) {
+    case CVF_ACTIVATION_RELU:
+#pragma unroll
+        for (int q = 0; q < 16; q++) {
+            float &v = acc[CH * 16 + q];
+            v = v < 0.0f ? 0.0f : v; /* NaN stays NaN */
+        }
+        break;
+    case CVF_ACTIVATION_GELU_TANH:
+#pragma unroll
+        for (int q = 0; q < 16; q++)
+            acc[CH * 16 + q] = dev_gelu(acc[CH * 16 + q]);
+        break;
+    case CVF_ACTIVATION_DGELU_TANH:
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                int64_t i = i0 + 8 * (q / 2), j = col0 + CH * CHUNK + jb * 8 + 2 * (lane % 4) + (q & 1);
+                float aux = i < p.m && j < p.n
+                                ? dev_load(p.aux_in.data, p.aux_in.dtype, i * p.aux_in.rs + j * p.aux_in.cs)
+                                : 0.0f;
+                acc[CH * 16 + jb * 4 + q] *= dev_gelu_derivative(aux);
+            }
+        break;
+    default: break;
+    }
+    if (p.partials) { /* this warp's 16 rows, per column, in a fixed shuffle order */
+        const int64_t slab_row = row0 + warp * 16;
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float s = (i0 < p.m ? acc[CH * 16 + jb * 4 + e] : 0.0f) +
+                          (i0 + 8 < p.m ? acc[CH * 16 + jb * 4 + 2 + e] : 0.0f);
+                s += __shfl_xor_sync(0xFFFFFFFFu, s, 4);
+                s += __shfl_xor_sync(0xFFFFFFFFu, s, 8);
+                s += __shfl_xor_sync(0xFFFFFFFFu, s, 16);
+                int64_t j = col0 + CH * CHUNK + jb * 8 + 2 * (lane % 4) + e;
+                if (lane < 4 && slab_row < p.m && j < p.n)
+                    p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
+            }
+    }
+    store_chunk<CH>(p.c, acc, stage, wg, t, row0, col0, p.m, p.n);
+}
+
+/* The whole epilogue of a tile: a run-time loop over the 8 chunks whose body is compiled once,
+ * always on acc[0..15]; after each chunk the accumulators shift down by 16 registers (moves with
+ * compile-time indices). Unrolling the 8 chunks instead made ~1 MB of SASS per kernel, and
+ * the epilogue ran at a quarter of the store bandwidth (instruction fetch). The accumulators
+ * are dead afterwards: the next tile's first wgmma does not read them (scale-d 0). */
+__device__ __forceinline__ void epilogue_tile(const sm90_params &p, float (&acc)[128], unsigned char *stage, int wg,
+                                              int t, int64_t row0, int64_t col0)
+{
+#pragma unroll 1
+    for (int ch = 0; ch < BN / CHUNK; ch += 2) { /* two chunks per iteration: 3 x 96 moves, not 7 x 112 */
+        epilogue_chunk<0>(p, acc, stage, wg, t, row0, col0 + ch * CHUNK);
+        epilogue_chunk<1>(p, acc, stage, wg, t, row0, col0 + ch * CHUNK);
+        if (ch + 2 < BN / CHUNK) {
+#pragma unroll
+            for (int i = 0; i < 128 - 32; i++)
+                acc[i] = acc[i + 32];
+        }
+    }
+}
+
+/* DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is N-contiguous (row-major). */
+template <int DT, int A_MN, int B_MN>
+__global__ void __launch_bounds__(THREADS, 1)
+    sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const sm90_params p)
+{
+    extern __shared__ unsigned char smem_raw[];
+    unsigned char *smem =
+        smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
+    unsigned char *ring_a = smem;
+    unsigned char *ring_b = smem + STAGES * A_STAGE;
+    unsigned char *staging = ring_b + STAGES * B_STAGE;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
+    const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + STAGES);
+
+    const int warpgroup = threadIdx.x / 128;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; s++) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 2);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+
+    const int32_t tiles = p.tiles_m * p.tiles_n;
+    if (warpgroup == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
+            int stage = 0;
+            uint32_t phase = 0;
+            for (int32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+                int32_t tm, tn;
+                tile_coords(tile, p.tiles_m, p.tiles_n, &tm, &tn);
+                for (int32_t kt = 0; kt < p.k_tiles; kt++) {
+                    mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                    uint32_t full = full0 + 8 * stage;
+                    mbar_expect_tx(full, A_STAGE + B_STAGE);
+                    uint32_t a_dst = smem_addr(ring_a + stage * A_STAGE);
+                    uint32_t b_dst = smem_addr(ring_b + stage * B_STAGE);
+                    if (A_MN) {
+                        tma_load_2d(a_dst, &map_a, tm * BM, kt * BK, full);
+                        tma_load_2d(a_dst + 8192, &map_a, tm * BM + 64, kt * BK, full);
+                    } else {
+                        tma_load_2d(a_dst, &map_a, kt * BK, tm * BM, full);
+                    }
+                    if (B_MN) {
+#pragma unroll
+                        for (int q = 0; q < 4; q++)
+                            tma_load_2d(b_dst + q * 8192, &map_b, tn * BN + q * 64, kt * BK, full);
+                    } else {
+                        tma_load_2d(b_dst, &map_b, kt * BK, tn * BN, full);
+                    }
+                    if (++stage == STAGES) {
+                        stage = 0;
+                        phase ^= 1;
+                    }
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int wg = warpgroup - 1; /* consumer 0 or 1: rows [64 wg, 64 wg + 64) of the tile */
+    const int t = threadIdx.x - 128 * warpgroup;
+    unsigned char *stage_buf = staging + wg * STAGE_BYTES;
+    /* MN-major operands: 64-element blocks along M/N 8 KB apart (LBO), 8-row K groups 1 KB apart (SBO) */
+    const uint32_t mn_lbo = 8192, mn_sbo = 1024;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc[i] = 0.0f;
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        int32_t tm, tn;
+        tile_coords(tile, p.tiles_m, p.tiles_n, &tm, &tn);
+        int prev = -1;
+        for (int32_t kt = 0; kt < p.k_tiles; kt++) {
+            mbar_wait(full0 + 8 * stage, phase);
+            uint32_t a_base = smem_addr(ring_a + stage * A_STAGE) + wg * 8192;
+            uint32_t b_base = smem_addr(ring_b + stage * B_STAGE);
+            fence_acc(acc);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < BK / 16; kk++) {
+                uint64_t da = A_MN ? make_desc(a_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(a_base + kk * 32, 16, 1024);
+                uint64_t db = B_MN ? make_desc(b_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(b_base + kk * 32, 16, 1024);
+                if (DT == 0)
+                    wgmma_m64n256k16_f16<A_MN, B_MN>(acc, da, db, kt > 0 || kk > 0);
+                else
+                    wgmma_m64n256k16_bf16<A_MN, B_MN>(acc, da, db, kt > 0 || kk > 0);
+            }
+            wgmma_commit();
+            fence_acc(acc);
+            if (prev >= 0) { /* the previous slice's wgmmas are done: give its stage back */
+                wgmma_wait<1>();
+                fence_acc(acc);
+                if (t == 0)
+                    mbar_arrive(empty0 + 8 * prev);
+            }
+            prev = stage;
+            if (++stage == STAGES) {
+                stage = 0;
+                phase ^= 1;
+            }
+        }
+        wgmma_wait<0>();
+        fence_acc(acc);
+        if (t == 0)
+            mbar_arrive(empty0 + 8 * prev);
+        epilogue_tile(p, acc, stage_buf, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN);
+    }
+}
+
+template <int DT, int A_MN, int B_MN>
+cvf_status launch(cvf_context *ctx, const CUtensorMap &ma, const CUtensorMap &mb, const sm90_params &p, int grid)
+{
+    static bool configured = false; /* per instantiation */
+    auto kernel = sm90_gemm_kernel<DT, A_MN, B_MN>;
+    if (!configured) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+        if (err != cudaSuccess)
+            return cvf_cuda_check(ctx, err, "sm90 GEMM: cudaFuncSetAttribute(shared memory)");
+        configured = true;
+    }
+    kernel<<<grid, THREADS, SMEM_BYTES, (cudaStream_t)ctx->cuda.stream>>>(ma, mb, p);
+    return cvf_cuda_check(ctx, cudaGetLastError(), "sm90 GEMM kernel launch");
+}
+
+template <int DT>
+cvf_status launch_layout(cvf_context *ctx, int la, int lb, const CUtensorMap &ma, const CUtensorMap &mb,
+                         const sm90_params &p, int grid)
+{
+    if (la == 0 && lb == 0)
+        return launch<DT, 0, 0>(ctx, ma, mb, p, grid);
+    if (la == 0 && lb == 1)
+        return launch<DT, 0, 1>(ctx, ma, mb, p, grid);
+    if (la == 1 && lb == 0)
+        return launch<DT, 1, 0>(ctx, ma, mb, p, grid);
+    return launch<DT, 1, 1>(ctx, ma, mb, p, grid);
+}
+
+
+} /* namespace sm90 */
+
+/* Launches the kernel for dtype DT (0 f16, 1 bf16) and operand layouts la, lb (0 K-major,
+ * 1 MN-major) on ctx's stream. */
+cvf_status cvf_sm90_launch_f16(cvf_context *ctx, int la, int lb, const CUtensorMap &ma, const CUtensorMap &mb,
+                               const sm90::sm90_params &p, int grid);
+cvf_status cvf_sm90_launch_bf16(cvf_context *ctx, int la, int lb, const CUtensorMap &ma, const CUtensorMap &mb,
+                                const sm90::sm90_params &p, int grid);
+
+#endif /* CVF_CUDA_GEMM_SM90_CUH */

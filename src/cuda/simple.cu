@@ -1,0 +1,171 @@
+/*
+ * The portable CUDA kernels: simple, obviously correct, any compute capability.
+ *
+ *  - simple_gemm: one thread per 8 outputs of one column (rows ty, ty+8, ..., of a 64-row slab),
+ *    fp32 accumulation in K order, any dtypes, any strides; the epilogue in the same code as the
+ *    fast kernel (device.cuh). It runs every call the Hopper kernel cannot take, and every call
+ *    under CVF_CUDA_KERNEL=simple: the oracle to debug the fast kernel against.
+ *  - column sums and the bias-gradient combine: per-slab partial sums, then one pass that adds
+ *    the slabs of each column in slab order (double). Fixed order: bit-identical run to run.
+ */
+#include <cuda_runtime.h>
+
+#include "cuda/device.cuh"
+
+enum { SIMPLE_COLS = 32, SIMPLE_ROWS_PER_THREAD = 8, SIMPLE_THREAD_ROWS = 8 };
+
+typedef struct simple_args {
+    int64_t m, n, k;
+    dev_mat a, b, c;
+    dev_epilogue ep;
+} simple_args;
+
+__global__ void __launch_bounds__(SIMPLE_COLS *SIMPLE_THREAD_ROWS) simple_gemm_kernel(simple_args p)
+{
+    __shared__ float column_part[SIMPLE_THREAD_ROWS][SIMPLE_COLS];
+    int64_t j = (int64_t)blockIdx.x * SIMPLE_COLS + threadIdx.x;
+    int64_t i0 = (int64_t)blockIdx.y * CVF_CUDA_SIMPLE_SLAB + threadIdx.y;
+    float acc[SIMPLE_ROWS_PER_THREAD];
+#pragma unroll
+    for (int r = 0; r < SIMPLE_ROWS_PER_THREAD; r++)
+        acc[r] = 0.0f;
+    if (j < p.n) {
+        for (int64_t q = 0; q < p.k; q++) {
+            float bv = dev_load(p.b.data, p.b.dtype, q * p.b.rs + j * p.b.cs);
+#pragma unroll
+            for (int r = 0; r < SIMPLE_ROWS_PER_THREAD; r++) {
+                int64_t i = i0 + r * SIMPLE_THREAD_ROWS;
+                if (i < p.m)
+                    acc[r] = fmaf(dev_load(p.a.data, p.a.dtype, i * p.a.rs + q * p.a.cs), bv, acc[r]);
+            }
+        }
+    }
+    float sum = 0.0f;
+    if (j < p.n) {
+        float bias = p.ep.bias.data ? dev_load(p.ep.bias.data, p.ep.bias.dtype, j * p.ep.bias.stride) : 0.0f;
+#pragma unroll
+        for (int r = 0; r < SIMPLE_ROWS_PER_THREAD; r++) {
+            int64_t i = i0 + r * SIMPLE_THREAD_ROWS;
+            if (i >= p.m)
+                continue;
+            float x = acc[r] + bias;
+            if (p.ep.aux_out.data)
+                dev_store(p.ep.aux_out.data, p.ep.aux_out.dtype, i * p.ep.aux_out.rs + j * p.ep.aux_out.cs, x);
+            float aux = p.ep.aux_in.data
+                            ? dev_load(p.ep.aux_in.data, p.ep.aux_in.dtype, i * p.ep.aux_in.rs + j * p.ep.aux_in.cs)
+                            : 0.0f;
+            float y = dev_activate(p.ep.activation, x, aux);
+            dev_store(p.c.data, p.c.dtype, i * p.c.rs + j * p.c.cs, y);
+            sum += y;
+        }
+    }
+    if (!p.ep.partials)
+        return;
+    column_part[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < p.n) {
+        float total = 0.0f;
+        for (int t = 0; t < SIMPLE_THREAD_ROWS; t++) /* fixed order */
+            total += column_part[t][threadIdx.x];
+        p.ep.partials[(int64_t)blockIdx.y * p.n + j] = total;
+    }
+}
+
+/* partials[s][j] = sum of rows [s * slab, (s + 1) * slab) of column j of x. */
+__global__ void column_partials_kernel(dev_mat x, int64_t rows, int64_t cols, int64_t slab, float *partials)
+{
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t s = blockIdx.y;
+    if (j >= cols)
+        return;
+    int64_t end = (s + 1) * slab < rows ? (s + 1) * slab : rows;
+    float sum = 0.0f;
+    for (int64_t i = s * slab; i < end; i++)
+        sum += dev_load(x.data, x.dtype, i * x.rs + j * x.cs);
+    partials[s * cols + j] = sum;
+}
+
+/* out[j] = sum over slabs, in order, in double; rounded once to out's dtype. */
+__global__ void combine_kernel(const float *partials, int64_t slabs, int64_t n, dev_vec out)
+{
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n)
+        return;
+    double sum = 0.0;
+    for (int64_t s = 0; s < slabs; s++)
+        sum += partials[s * n + j];
+    dev_store(out.data, out.dtype, j * out.stride, (float)sum);
+}
+
+static int64_t ceil_div(int64_t x, int64_t y)
+{
+    return (x + y - 1) / y;
+}
+
+cvf_status cvf_cuda_combine_partials(cvf_context *ctx, const float *partials, int64_t slabs, int64_t n,
+                                     const cvf_vector *out)
+{
+    if (n == 0)
+        return CVF_STATUS_SUCCESS;
+    cudaStream_t stream = (cudaStream_t)ctx->cuda.stream;
+    combine_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, stream>>>(partials, slabs, n, dev_vec_of(out));
+    return cvf_cuda_check(ctx, cudaGetLastError(), "bias-gradient combine kernel launch");
+}
+
+cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                  const cvf_epilogue *ep, float *partials)
+{
+    simple_args p;
+    p.m = c->rows;
+    p.n = c->cols;
+    p.k = a->cols;
+    p.a = dev_mat_of(a);
+    p.b = dev_mat_of(b);
+    p.c = dev_mat_of(c);
+    p.ep.activation = (int32_t)ep->activation;
+    p.ep.bias = dev_vec_of(ep->bias);
+    p.ep.aux_in = dev_mat_of(ep->aux_in);
+    p.ep.aux_out = dev_mat_of(ep->aux_out);
+    p.ep.partials = partials;
+    int64_t slabs = ceil_div(p.m, CVF_CUDA_SIMPLE_SLAB);
+    if (slabs > 65535)
+        return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "c: %lld rows exceed the simple CUDA kernel's grid",
+                        (long long)p.m);
+    dim3 grid((unsigned)ceil_div(p.n, SIMPLE_COLS), (unsigned)slabs);
+    dim3 block(SIMPLE_COLS, SIMPLE_THREAD_ROWS);
+    simple_gemm_kernel<<<grid, block, 0, (cudaStream_t)ctx->cuda.stream>>>(p);
+    cvf_status status = cvf_cuda_check(ctx, cudaGetLastError(), "simple GEMM kernel launch");
+    if (status == CVF_STATUS_SUCCESS && ep->bias_grad)
+        status = cvf_cuda_combine_partials(ctx, partials, slabs, p.n, ep->bias_grad);
+    ctx->cuda.last_kernel = "simple";
+    return status;
+}
+
+enum { SUM_SLAB = 256 };
+
+extern "C" size_t cvf_cuda_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
+{
+    (void)ctx;
+    return cvf_round_up_64(sizeof(float) * (size_t)(ceil_div(x->rows, SUM_SLAB) * x->cols));
+}
+
+extern "C" cvf_status cvf_cuda_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out,
+                                          void *workspace)
+{
+    int64_t slabs = ceil_div(x->rows, SUM_SLAB);
+    if (slabs > 65535)
+        return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "x: %lld rows exceed the CUDA column-sum grid",
+                        (long long)x->rows);
+    if (x->cols == 0)
+        return CVF_STATUS_SUCCESS;
+    float *partials = (float *)workspace;
+    if (slabs > 0) {
+        dim3 grid((unsigned)ceil_div(x->cols, 256), (unsigned)slabs);
+        column_partials_kernel<<<grid, 256, 0, (cudaStream_t)ctx->cuda.stream>>>(dev_mat_of(x), x->rows, x->cols,
+                                                                                SUM_SLAB, partials);
+        cvf_status status = cvf_cuda_check(ctx, cudaGetLastError(), "column-sum kernel launch");
+        if (status != CVF_STATUS_SUCCESS)
+            return status;
+    }
+    return cvf_cuda_combine_partials(ctx, partials, slabs, x->cols, out);
+}
