@@ -251,6 +251,82 @@ static void test_dispatch(cvf_cpu_isa isa)
             check_descriptor(cvf_cpu_kernel_for(isa, dtypes[i], dtypes[j]), isa, dtypes[i], dtypes[j]);
 }
 
+/* Values whose rounding to f16 and bf16 is delicate: ties of both formats, subnormal and
+ * overflowing f16 values, Inf, NaN payloads, signed zeros, plus random bit patterns. */
+static uint32_t rounding_case(int index, cvft_rng *rng)
+{
+    static const uint32_t fixed[] = {
+        0x3F808000u, 0x3F818000u, 0x3F80C000u, 0x3F807FFFu, 0x3F808001u, /* bf16 ties and neighbours */
+        0x3F801000u, 0x3F803000u, 0x3F800FFFu, 0x3F801001u,              /* f16 ties and neighbours */
+        0x477FF000u, 0x477FF001u, 0x477FEFFFu, 0x47800000u,              /* around the f16 maximum */
+        0x33800000u, 0x33000000u, 0x33000001u, 0x387FC000u, 0x38800000u, /* f16 subnormals */
+        0x7F7FFFFFu, 0x7F7F8000u, 0x7F800000u, 0xFF800000u,              /* bf16 overflow, +-Inf */
+        0x7FC00000u, 0x7F800001u, 0xFFBFFFFFu, 0x7FFFFFFFu,              /* NaNs, quiet and signalling */
+        0x00000000u, 0x80000000u, 0x00000001u, 0x807FFFFFu,              /* zeros, f32 subnormals */
+    };
+    int count = (int)(sizeof fixed / sizeof fixed[0]);
+    return index < count ? fixed[index] : (uint32_t)cvft_rng_next(rng);
+}
+
+/* The fused store of kernels that have one: with kc = 1, A = 1 and B = crafted values, each output
+ * must be exactly relu?(b + bias) rounded by the scalar conversions of cvfuse.h (bit for bit, NaN
+ * and -0 kept), every corner m x n stored and nothing outside it. */
+static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    if (!k->run_fused || k->format != CVF_CPU_PACK_F32)
+        return;
+    cvft_rng rng = cvft_rng_make(seed);
+    int64_t mr = k->mr, nr = k->nr, ldc = nr + 3;
+    float *a = alloc_aligned(sizeof(float) * (size_t)mr), *b = alloc_aligned(sizeof(float) * (size_t)nr);
+    float *bias = alloc_aligned(sizeof(float) * (size_t)nr);
+    uint32_t *out = alloc_aligned(sizeof(uint32_t) * (size_t)(mr * ldc));
+    if (!CHECK(a && b && bias && out, "out of memory")) {
+        free(a), free(b), free(bias), free(out);
+        return;
+    }
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
+    int failures = 0, index = 0;
+    for (int round = 0; round < 40; round++)
+        for (int d = 0; d < 3; d++)
+            for (int relu = 0; relu < 2; relu++)
+                for (int with_bias = 0; with_bias < 2; with_bias++) {
+                    int64_t m = 1 + (round * 5) % mr, n = round < 4 ? nr : 1 + (round * 7) % nr;
+                    for (int64_t i = 0; i < mr; i++)
+                        a[i] = 1.0f;
+                    for (int64_t j = 0; j < nr; j++) {
+                        b[j] = float_of(rounding_case(index++ % 64, &rng));
+                        bias[j] = with_bias ? (float)cvft_rng_uniform(&rng, -1.0, 1.0) : 0.0f;
+                    }
+                    memset(out, 0xA5, sizeof(uint32_t) * (size_t)(mr * ldc));
+                    size_t size = cvf_dtype_size(dtypes[d]);
+                    cvf_cpu_fused_store spec = {out, ldc * 4 / (int64_t)size, dtypes[d], with_bias ? bias : NULL, relu};
+                    k->run_fused(1, a, b, &spec, m, n);
+                    const unsigned char *bytes = (const unsigned char *)out;
+                    for (int64_t i = 0; i < mr; i++)
+                        for (int64_t j = 0; j < ldc * 4 / (int64_t)size; j++) {
+                            const unsigned char *at = bytes + (size_t)(i * ldc * 4) + (size_t)j * size;
+                            uint32_t got = 0, want;
+                            memcpy(&got, at, size);
+                            if (i < m && j < n) {
+                                float x = b[j] + bias[j];
+                                if (relu)
+                                    x = x < 0.0f ? 0.0f : x;
+                                want = dtypes[d] == CVF_F32   ? bits_of(x)
+                                       : dtypes[d] == CVF_F16 ? cvf_f32_to_f16(x)
+                                                              : cvf_f32_to_bf16(x);
+                            } else {
+                                want = size == 4 ? 0xA5A5A5A5u : 0xA5A5u; /* untouched */
+                            }
+                            if (got != want && failures++ < 5)
+                                CHECK(false, "%s fused store %s relu=%d bias=%d m=%lld n=%lld (%lld,%lld): got 0x%x want 0x%x",
+                                      k->name, cvf_dtype_name(dtypes[d]), relu, with_bias, (long long)m, (long long)n,
+                                      (long long)i, (long long)j, got, want);
+                        }
+                }
+    CHECK(failures == 0, "%s fused store: %d wrong elements", k->name, failures);
+    free(a), free(b), free(bias), free(out);
+}
+
 int main(void)
 {
     static const cvf_dtype pairs[][2] = {{CVF_F32, CVF_F32}, {CVF_BF16, CVF_BF16}};
@@ -275,6 +351,7 @@ int main(void)
             if (!seen) {
                 tested[tested_count++] = k;
                 test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
+                test_fused_store(k, 0xF05Eu + (uint64_t)level);
             }
         }
     }

@@ -166,8 +166,8 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
         kc = max64(plan->k, 1);
     else /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
         kc = ceil_div(plan->k, ceil_div(plan->k, kc));
-    plan->multi_pass = plan->k > kc;
     plan->kc = round_up(kc, 2);
+    plan->multi_pass = plan->k > plan->kc;
 
     int64_t mc_max = forced_mc > 0 ? forced_mc : caches->l2 / 2 / (plan->kc * plan->elt);
     mc_max = max64(plan->mr, mc_max / plan->mr * plan->mr);
@@ -186,7 +186,7 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
     plan->mc = ceil_div(ceil_div(max64(plan->m, 1), plan->mr), blocks) * plan->mr; /* the largest block */
 
     int64_t nc = forced_nc > 0 ? forced_nc : caches->l3 / 4 / (plan->kc * plan->elt);
-    if (plan->multi_pass) /* the fp32 accumulation block (M x NC) stays within 64 MiB */
+    if (plan->multi_pass) /* the fp32 block (M x NC) within 64 MiB, down to NR columns for huge M */
         nc = min64(nc, (64 << 20) / (4 * max64(plan->m, 1)));
     nc = max64(plan->nr, nc / plan->nr * plan->nr);
     plan->nc = min64(nc, round_up(max64(plan->n, 1), plan->nr));
@@ -336,6 +336,8 @@ static void pack_panel(const cvf_matrix *x, const int64_t *offsets, int64_t stri
 static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                        float *packed, float *run)
 {
+    if (kc == 0) /* empty panels (and no address arithmetic on a view whose data may be NULL) */
+        return;
     const int64_t mr = plan->mr;
     if (a->col_stride <= a->row_stride) { /* rows contiguous: MR rows side by side per panel */
         int64_t offsets[CVF_CPU_NR_MAX], next[CVF_CPU_NR_MAX];
@@ -366,6 +368,8 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
 static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                        float *packed, float *run)
 {
+    if (kc == 0) /* empty panels (and no address arithmetic on a view whose data may be NULL) */
+        return;
     const int64_t nr = plan->nr;
     if (b->col_stride > b->row_stride) { /* columns contiguous (e.g. a PyTorch weight read as W^T) */
         int64_t offsets[CVF_CPU_NR_MAX], next[CVF_CPU_NR_MAX];
@@ -435,6 +439,8 @@ static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows
 static void pack_a_bf16(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                         uint16_t *packed)
 {
+    if (kc == 0) /* empty panels (and no address arithmetic on a view whose data may be NULL) */
+        return;
     const int64_t mr = plan->mr, panel = mr * round_up(kc, 2);
     const uint16_t *base = (const uint16_t *)a->data + p0 * a->col_stride;
     for (int64_t i = 0; i < mc; i += mr)
@@ -446,6 +452,8 @@ static void pack_a_bf16(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, 
 static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                         uint16_t *packed)
 {
+    if (kc == 0) /* empty panels (and no address arithmetic on a view whose data may be NULL) */
+        return;
     const int64_t nr = plan->nr, panel = nr * round_up(kc, 2);
     const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
     for (int64_t j = 0; j < nc; j += nr)
@@ -724,10 +732,13 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
     gemm_pass pass = {0, min64(plan->nc, plan->n), p_begin, min64(plan->kc, p_end - p_begin), true,
                       p_begin + plan->kc >= p_end, job->packed_b[0]};
     if (!pool) {
-        for (bool more = true; more; more = next_pass(job, &pass, p_begin, p_end, &pass)) {
+        for (bool more = true; more;) {
             pack_b_share(job, &pass, 0, thread);
             for (int64_t task = 0; task < tasks; task++)
                 compute_share(job, &pass, task, thread);
+            gemm_pass next;
+            more = next_pass(job, &pass, p_begin, p_end, &next);
+            pass = next;
         }
         return;
     }
@@ -736,10 +747,11 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
     cvf_threadpool_run_on(pool, plan->threads, job->pack_tasks, pass_task, job); /* the first B block */
     for (int64_t index = 0;; index++) {
         job->compute = pass;
-        bool more = next_pass(job, &pass, p_begin, p_end, &pass);
+        gemm_pass next;
+        bool more = next_pass(job, &pass, p_begin, p_end, &next);
         if (more) {
-            pass.packed_b = job->packed_b[(index + 1) % 2];
-            job->pack = pass;
+            next.packed_b = job->packed_b[(index + 1) % 2];
+            job->pack = pass = next;
         }
         job->pack_tasks = more ? job->packers : 0;
         cvf_threadpool_run_on(pool, plan->threads, job->pack_tasks + tasks, pass_task, job);

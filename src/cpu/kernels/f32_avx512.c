@@ -121,10 +121,10 @@ void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void
                                      int64_t m, int64_t n)
 {
     __m512 c[MR][NV];
-    int64_t row_bytes = NR * (out->dtype == CVF_F32 ? 4 : 2);
-    for (int64_t i = 0; i < m; i++) /* ask for the output lines early, for writing */
+    int64_t size = out->dtype == CVF_F32 ? 4 : 2, row_bytes = n * size;
+    for (int64_t i = 0; i < m; i++) /* ask for the tile's output lines early, for writing */
         for (int64_t byte = 0; byte < row_bytes; byte += 64)
-            _mm_prefetch((const char *)out->c + (i * out->ldc) * (out->dtype == CVF_F32 ? 4 : 2) + byte, _MM_HINT_ET0);
+            _mm_prefetch((const char *)out->c + i * out->ldc * size + byte, _MM_HINT_ET0);
     tile_product(kc, a_panel, b_panel, c);
     __mmask16 mk[NV];
     column_masks(n, mk);
