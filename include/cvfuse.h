@@ -169,8 +169,8 @@ typedef struct cvf_context cvf_context;
  * context; on failure *out is set to NULL. A CUDA context fails with CVF_STATUS_UNSUPPORTED when
  * the library was built without CUDA or device_index names no usable GPU (the reason is printed
  * to stderr when the environment variable CVF_DEBUG is set); on a GPU other than compute
- * capability 9.x it is created and runs every call on the portable (slow) kernel. A context keeps the largest workspace its calls have
- * needed (scratch and, for the MLP backward, grad_fc1_output) and reuses it until destroyed. */
+ * capability 9.x it is created and runs every call on the portable (slow) kernel. A context keeps the largest workspace
+ * its calls have needed (scratch and, for the MLP backward, grad_fc1_output) and reuses it until destroyed. */
 cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out);
 
 /* Destroys a context and joins its threads. NULL is a no-op. */

@@ -318,7 +318,8 @@ static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
                                 want = size == 4 ? 0xA5A5A5A5u : 0xA5A5u; /* untouched */
                             }
                             if (got != want && failures++ < 5)
-                                CHECK(false, "%s fused store %s relu=%d bias=%d m=%lld n=%lld (%lld,%lld): got 0x%x want 0x%x",
+                                CHECK(false,
+                                      "%s fused store %s relu=%d bias=%d m=%lld n=%lld (%lld,%lld): got 0x%x want 0x%x",
                                       k->name, cvf_dtype_name(dtypes[d]), relu, with_bias, (long long)m, (long long)n,
                                       (long long)i, (long long)j, got, want);
                         }

@@ -78,8 +78,8 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
     /* The reference device computes on the calling thread alone (simple, obviously correct); the
      * CUDA device only enqueues work from the caller's thread. */
     ctx->threads = options->device == CVF_DEVICE_REFERENCE || options->device == CVF_DEVICE_CUDA ? 1
-                   : options->threads > 0                                                      ? options->threads
-                                                                                               : online_cpus();
+                   : options->threads > 0                                                        ? options->threads
+                                                                                                 : online_cpus();
     ctx->pool = cvf_threadpool_create(ctx->threads);
     if (!ctx->pool) {
         free(ctx);

@@ -73,16 +73,16 @@ static cache_sizes read_caches(void)
 typedef struct gemm_plan {
     const cvf_cpu_kernel *kernel;
     int64_t mr, nr, m, n, k;
-    int64_t kc, mc, nc;    /* block sizes; kc even for bf16 pairs */
-    int64_t ic_blocks;     /* MC-row blocks of M */
-    int64_t jr_chunks;     /* column chunks of one NC block per task (when M alone has too few blocks) */
-    int64_t elt;           /* bytes of one packed element */
-    int64_t row_tiles;     /* MR-row tiles of M (bias-gradient partials) */
-    bool multi_pass;       /* K > KC: passes accumulate in an fp32 block */
-    int64_t splits;        /* K slices computed in parallel and summed in order (small M x N, long K) */
-    int64_t packers;       /* tasks that pack one B block together */
-    int32_t threads;       /* threads the phases can use (slots of per-thread scratch) */
-    size_t thread_stride;  /* bytes of per-thread scratch */
+    int64_t kc, mc, nc;          /* block sizes; kc even for bf16 pairs */
+    int64_t ic_blocks;           /* MC-row blocks of M */
+    int64_t jr_chunks;           /* column chunks of one NC block per task (when M alone has too few blocks) */
+    int64_t elt;                 /* bytes of one packed element */
+    int64_t row_tiles;           /* MR-row tiles of M (bias-gradient partials) */
+    bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
+    int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
+    int64_t packers;             /* tasks that pack one B block together */
+    int32_t threads;             /* threads the phases can use (slots of per-thread scratch) */
+    size_t thread_stride;        /* bytes of per-thread scratch */
     size_t b_stride, acc_stride; /* bytes of one slice's packed B block and fp32 block */
     int64_t acc_ld;              /* row stride of the fp32 block, in floats */
     size_t off_b, off_bias, off_acc, off_partials, off_threads, total;
@@ -138,8 +138,8 @@ static void read_forced_blocks(int64_t *kc, int64_t *mc, int64_t *nc)
 {
     const char *text = getenv("CVF_CPU_BLOCKS");
     long long k = 0, m = 0, n = 0;
-    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 &&
-        m <= 65536 && n <= 65536) {
+    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 && m <= 65536 &&
+        n <= 65536) {
         *kc = k, *mc = m, *nc = n;
     }
 }
@@ -401,8 +401,7 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
  * r < rows, p < kc; zero for r >= rows and for the odd last p. Bits are copied, nothing rounds.
  * The loop runs along whichever of r and p is contiguous in the source.
  */
-static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows, int64_t w, int64_t kc,
-                       uint16_t *dst)
+static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows, int64_t w, int64_t kc, uint16_t *dst)
 {
     int64_t pairs = ceil_div(kc, 2), full = kc / 2;
     if (ps == 1 || (rs != 1 && ps < rs)) { /* p contiguous: one source row at a time */
@@ -477,16 +476,16 @@ typedef struct gemm_job {
     const cvf_cpu_vec_ops *vec;
     gemm_plan plan;
     char *workspace;
-    char *packed_b[2]; /* the packed B blocks, used by alternate passes (the slice's own when K is split) */
-    float *acc;        /* the fp32 block of multi-pass products (the slice's own when K is split) */
-    gemm_pass compute; /* the pass the compute tasks run */
-    gemm_pass pack;    /* the pass whose B block the pack tasks prepare (the next one) */
+    char *packed_b[2];  /* the packed B blocks, used by alternate passes (the slice's own when K is split) */
+    float *acc;         /* the fp32 block of multi-pass products (the slice's own when K is split) */
+    gemm_pass compute;  /* the pass the compute tasks run */
+    gemm_pass pack;     /* the pass whose B block the pack tasks prepare (the next one) */
     int64_t pack_tasks; /* pack tasks in front of the compute tasks of one pool run (0: none) */
-    bool finish;     /* the last pass runs the epilogue (false for K slices: summed first) */
-    bool unit_columns;                    /* C, aux_out, aux_in all have unit column stride */
-    bool fused_store;                     /* the kernel stores the finished tile itself */
-    cvf_cpu_tile_epilogue tile_epilogue;  /* the per-call part of the tile epilogue */
-    int64_t packers; /* tasks that share the packing of the B block */
+    bool finish;        /* the last pass runs the epilogue (false for K slices: summed first) */
+    bool unit_columns;  /* C, aux_out, aux_in all have unit column stride */
+    bool fused_store;   /* the kernel stores the finished tile itself */
+    cvf_cpu_tile_epilogue tile_epilogue; /* the per-call part of the tile epilogue */
+    int64_t packers;                     /* tasks that share the packing of the B block */
 } gemm_job;
 
 /* Elements of one packed micro-panel (A: MR rows, B: NR columns) for a panel kc deep. */
@@ -729,8 +728,8 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
 {
     const gemm_plan *plan = &job->plan;
     int64_t tasks = plan->ic_blocks * plan->jr_chunks;
-    gemm_pass pass = {0, min64(plan->nc, plan->n), p_begin, min64(plan->kc, p_end - p_begin), true,
-                      p_begin + plan->kc >= p_end, job->packed_b[0]};
+    gemm_pass pass = {0,    min64(plan->nc, plan->n),    p_begin,         min64(plan->kc, p_end - p_begin),
+                      true, p_begin + plan->kc >= p_end, job->packed_b[0]};
     if (!pool) {
         for (bool more = true; more;) {
             pack_b_share(job, &pass, 0, thread);
@@ -774,7 +773,8 @@ static void slice_task(void *arg, int64_t task, int32_t thread)
     gemm_job slice = *job;
     int64_t unit = plan->elt == 2 ? 2 : 1; /* bf16 pairs must not straddle slices */
     int64_t units = ceil_div(plan->k, unit);
-    int64_t p_begin = units * task / plan->splits * unit, p_end = min64(units * (task + 1) / plan->splits * unit, plan->k);
+    int64_t p_begin = units * task / plan->splits * unit,
+            p_end = min64(units * (task + 1) / plan->splits * unit, plan->k);
     slice.packed_b[0] = slice.packed_b[1] = job->workspace + plan->off_b + plan->b_stride * (size_t)task;
     slice.acc = (float *)(job->workspace + plan->off_acc + plan->acc_stride * (size_t)task);
     slice.finish = false;

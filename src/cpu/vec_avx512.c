@@ -221,9 +221,7 @@ static void avx512_load(const void *src, cvf_dtype dtype, int64_t count, float *
 {
     const uint16_t *half = (const uint16_t *)src;
     switch (dtype) {
-    case CVF_F32:
-        copy_f32(dst, (const float *)src, count);
-        break;
+    case CVF_F32: copy_f32(dst, (const float *)src, count); break;
     case CVF_F16:
         for (int64_t i = 0; i < count; i += VEC_WIDTH) {
             int m = vec_lanes(i, count);

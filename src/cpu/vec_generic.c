@@ -125,8 +125,8 @@ static void generic_tanh(const float *x, float *y, int64_t n)
 #include "cpu/vec_finish.h"
 
 static const cvf_cpu_vec_ops generic_ops = {
-    "generic", generic_load, generic_store, generic_activate, generic_add, generic_accumulate, generic_tanh,
-    vec_finish_tile,
+    "generic",   generic_load,       generic_store, generic_activate,
+    generic_add, generic_accumulate, generic_tanh,  vec_finish_tile,
 };
 
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_generic(void)

@@ -36,9 +36,10 @@ static inline __attribute__((always_inline)) __m512bh broadcast_pair(const uint1
  * the step's MR and NR pairs). */
 #define PAIR_UPDATE(ap, bp)                                                                                            \
     do {                                                                                                               \
-        __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)(bp));                                                \
+        __m512bh b0 = (__m512bh)_mm512_load_si512((const void *)(bp));                                                 \
         __m512bh b1 = (__m512bh)_mm512_load_si512((const void *)((bp) + 32));                                          \
-        _Pragma("GCC unroll 14") for (int i = 0; i < MR; i++) {                                                        \
+        _Pragma("GCC unroll 14") for (int i = 0; i < MR; i++)                                                          \
+        {                                                                                                              \
             __m512bh ai = broadcast_pair((ap) + 2 * i);                                                                \
             c[i][0] = _mm512_dpbf16_ps(c[i][0], ai, b0);                                                               \
             c[i][1] = _mm512_dpbf16_ps(c[i][1], ai, b1);                                                               \

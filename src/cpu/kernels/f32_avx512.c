@@ -41,8 +41,9 @@
 #define STEP(ap, bp)                                                                                                   \
     do {                                                                                                               \
         __m512 bv[NV];                                                                                                 \
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps((bp) + 16 * v);                   \
-        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                                        \
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = _mm512_load_ps((bp) + 16 * v);                    \
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)                                                          \
+        {                                                                                                              \
             __m512 ai = _mm512_set1_ps((ap)[i]);                                                                       \
             _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[i][v] = _mm512_fmadd_ps(ai, bv[v], c[i][v]);        \
         }                                                                                                              \
@@ -51,12 +52,14 @@
 /* c = A B over kc steps of the micro-panels (the accumulators start at zero). Inlined into each
  * entry point so that c stays in registers. */
 static inline __attribute__((always_inline)) void tile_product(int64_t kc, const float *a, const float *b,
-                                                              __m512 c[MR][NV])
+                                                               __m512 c[MR][NV])
 {
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[i][v] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) c[i][v] =
+        _mm512_setzero_ps();
     int64_t p = kc;
     for (; p >= UNR; p -= UNR) {
-        _Pragma("GCC unroll 8") for (int u = 0; u < UNR; u++) {
+        _Pragma("GCC unroll 8") for (int u = 0; u < UNR; u++)
+        {
             if (u * MR * 4 / 64 != ((u + 1) * MR * 4 - 1) / 64 || u == 0)
                 _mm_prefetch((const char *)(a + PFA * MR + u * MR + MR - 1), _MM_HINT_T0);
             STEP(a + u * MR, b + u * NR);
@@ -76,31 +79,39 @@ void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_pa
 {
     __m512 c[MR][NV];
     for (int64_t i = 0; i < m; i++) {
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) _mm_prefetch((const char *)(cp + i * ldc + 16 * v), _MM_HINT_T0);
+        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+            _mm_prefetch((const char *)(cp + i * ldc + 16 * v), _MM_HINT_T0);
         _mm_prefetch((const char *)(cp + i * ldc + NR - 1), _MM_HINT_T0);
     }
     tile_product(kc, a_panel, b_panel, c);
     __mmask16 mk[NV];
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+    {
         int64_t r = n - 16 * v;
         mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
     }
     if (m == MR && n == NR) {
-        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
+        {
             float *row = cp + i * ldc;
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+            {
                 __m512 x = c[i][v];
-                if (accumulate) x = _mm512_add_ps(x, _mm512_loadu_ps(row + 16 * v));
+                if (accumulate)
+                    x = _mm512_add_ps(x, _mm512_loadu_ps(row + 16 * v));
                 _mm512_storeu_ps(row + 16 * v, x);
             }
         }
     } else {
-        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
+        {
             if (i < m) {
                 float *row = cp + i * ldc;
-                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+                _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+                {
                     __m512 x = c[i][v];
-                    if (accumulate) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk[v], row + 16 * v));
+                    if (accumulate)
+                        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(mk[v], row + 16 * v));
                     _mm512_mask_storeu_ps(row + 16 * v, mk[v], x);
                 }
             }
@@ -111,14 +122,15 @@ void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_pa
 /* The column masks of an n-column corner, one per vector of 16 columns. */
 static inline __attribute__((always_inline)) void column_masks(int64_t n, __mmask16 mk[NV])
 {
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+    {
         int64_t r = n - 16 * v;
         mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
     }
 }
 
-void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void *b_panel, const cvf_cpu_fused_store *out,
-                                     int64_t m, int64_t n)
+void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void *b_panel,
+                                     const cvf_cpu_fused_store *out, int64_t m, int64_t n)
 {
     __m512 c[MR][NV];
     int64_t size = out->dtype == CVF_F32 ? 4 : 2, row_bytes = n * size;
@@ -131,9 +143,11 @@ void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void
     __m512 bias[NV];
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bias[v] =
         out->bias ? _mm512_maskz_loadu_ps(mk[v], out->bias + 16 * v) : _mm512_setzero_ps();
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {
+    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
+    {
         if (i < m) {
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) {
+            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+            {
                 __m512 x = _mm512_add_ps(c[i][v], bias[v]);
                 if (out->relu) /* max(0, x) returns x when x is NaN or -0: x < 0 ? 0 : x */
                     x = _mm512_max_ps(_mm512_setzero_ps(), x);

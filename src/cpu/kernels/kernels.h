@@ -32,8 +32,8 @@
 
 typedef enum cvf_cpu_pack_format { CVF_CPU_PACK_F32, CVF_CPU_PACK_BF16 } cvf_cpu_pack_format;
 
-typedef void (*cvf_cpu_kernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m,
-                                  int64_t n, int accumulate);
+typedef void (*cvf_cpu_kernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
+                                  int accumulate);
 
 /*
  * The fused store of a simple epilogue, done by the kernel on its registers (no tile buffer):
@@ -90,6 +90,5 @@ void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, c
 void cvf_cpu_kernel_bf16_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                 int accumulate);
 #endif
-
 
 #endif /* CVF_CPU_KERNELS_H */

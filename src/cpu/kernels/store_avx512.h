@@ -23,8 +23,8 @@ static inline __m512i cvf_cpu_avx512_bf16_bits(__m512 x)
 }
 
 /* Stores x as columns 16 v .. 16 v + 15 of row i of out (only the lanes of mask). */
-static inline __attribute__((always_inline)) void cvf_cpu_avx512_store_row(const cvf_cpu_fused_store *out, int i,
-                                                                          int v, __m512 x, __mmask16 mask)
+static inline __attribute__((always_inline)) void cvf_cpu_avx512_store_row(const cvf_cpu_fused_store *out, int i, int v,
+                                                                           __m512 x, __mmask16 mask)
 {
     int64_t offset = (int64_t)i * out->ldc + 16 * v;
     switch (out->dtype) {
