@@ -221,22 +221,46 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
      * (row / 2) % 4, which for this thread's rows (r_local, r_local + 8) is (lane / 8) % 4. */
     const int sw = (lane >> 3) & 3;
     if (out.dtype != CVF_F32) {
-        unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 4 * (lane % 4);
+        uint32_t bits[4][2]; /* [8-column block][row half]: the rounded pairs of this thread */
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float x = acc[CH * 16 + jb * 4 + 2 * h], y = acc[CH * 16 + jb * 4 + 2 * h + 1];
-                uint32_t bits;
                 if (out.dtype == CVF_F16) {
                     __half2 v = __floats2half2_rn(x, y);
-                    bits = *reinterpret_cast<uint32_t *>(&v);
+                    bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
                 } else {
                     __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-                    bits = *reinterpret_cast<uint32_t *>(&v);
+                    bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
                 }
-                *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits;
             }
+#ifdef CVF_SM90_STMATRIX
+        /* Two stmatrix.x4 per chunk: matrix q (lanes 8q .. 8q + 7 give its row addresses) is the
+         * 8 x 8 block of row half q % 2 and column block 2 jj + q / 2. */
+        {
+            const int mrow = warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+            const uint32_t base = smem_addr(st.buf + (st.seq % SLOTS) * SLOT_BYTES) + mrow * 64;
+            const int msw = (lane >> 1) & 3;
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                uint32_t addr = base + (((2 * jj + (lane >> 4)) ^ msw) << 4);
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                             "r"(bits[2 * jj][0]), "r"(bits[2 * jj][1]), "r"(bits[2 * jj + 1][0]),
+                             "r"(bits[2 * jj + 1][1])
+                             : "memory");
+            }
+        }
+#else
+        {
+            unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 4 * (lane % 4);
+#pragma unroll
+            for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits[jb][h];
+        }
+#endif
         put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
     } else { /* f32: two boxes of 16 columns */
 #pragma unroll
