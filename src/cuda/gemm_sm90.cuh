@@ -12,7 +12,10 @@ namespace sm90 {
 
 
 constexpr int BM = 128, BN = 256, BK = 64;
-constexpr int STAGES = 4;
+#ifndef CVF_SM90_STAGES /* overridable for experiments only; the default is what is tested */
+#define CVF_SM90_STAGES 4
+#endif
+constexpr int STAGES = CVF_SM90_STAGES;
 constexpr int GROUP_M = 16;
 constexpr int THREADS = 384;
 constexpr int A_STAGE = BM * BK * 2; /* 16 KB */
@@ -22,7 +25,10 @@ constexpr int CHUNK = 32;            /* epilogue columns per chunk */
  * x 64-byte box (32 16-bit or 16 f32 columns) in the 64-byte swizzle of the TMA, so that the
  * fragment writes are free of bank conflicts. */
 constexpr int SLOT_BYTES = 64 * 64;
-constexpr int SLOTS = 4;
+#ifndef CVF_SM90_SLOTS
+#define CVF_SM90_SLOTS 4
+#endif
+constexpr int SLOTS = CVF_SM90_SLOTS;
 constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
                            2 * STAGES * 8;
