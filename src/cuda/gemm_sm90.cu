@@ -57,8 +57,9 @@ encode_tiled_fn get_encoder(void)
     return fn;
 }
 
-/* A 2-D tensor map over a 16-bit matrix: inner (contiguous) extent, outer extent and stride in
- * elements, box inner x outer, 128-byte swizzle, zero fill outside. */
+/* A 2-D tensor map over a matrix of dt (0 f16, 1 bf16, 2 f32): inner (contiguous) extent, outer
+ * extent and stride in elements, box inner x outer, the swizzle of the box's row bytes (128: the
+ * operand boxes, 64: the output boxes), zero fill outside. */
 bool encode(CUtensorMap *map, int dt, const void *data, int64_t inner, int64_t outer, int64_t stride, int box_inner,
             int box_outer)
 {
@@ -66,12 +67,16 @@ bool encode(CUtensorMap *map, int dt, const void *data, int64_t inner, int64_t o
     if (!fn)
         return false;
     cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)outer};
-    cuuint64_t strides[1] = {(cuuint64_t)stride * 2};
+    const int esize = dt == 2 ? 4 : 2;
+    cuuint64_t strides[1] = {(cuuint64_t)stride * esize};
     cuuint32_t box[2] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer};
     cuuint32_t elem[2] = {1, 1};
-    CUresult r = fn(map, dt ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
-                    const_cast<void *>(data), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                    CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUtensorMapDataType type = dt == 2   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                               : dt == 1 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                         : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+    CUtensorMapSwizzle swizzle = box_inner * esize == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    CUresult r = fn(map, type, 2, const_cast<void *>(data), dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                    swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
 }
 
@@ -144,7 +149,9 @@ int operand_layout(const cvf_matrix *x, bool is_a)
     return -1;
 }
 
-out_desc make_out(const cvf_matrix *x)
+/* The epilogue's view of an output; row-major outputs with 16-byte aligned rows get a tensor map
+ * (boxes of 64 rows x 64 bytes) and TMA stores, the others element stores. */
+out_desc make_out(cvf_context *ctx, const cvf_matrix *x, CUtensorMap *map)
 {
     out_desc o;
     o.data = x ? x->data : NULL;
@@ -152,8 +159,12 @@ out_desc make_out(const cvf_matrix *x)
     o.rs = x ? x->row_stride : 0;
     o.cs = x ? x->col_stride : 0;
     size_t esize = x ? cvf_dtype_size(x->dtype) : 0;
-    o.vector = x && x->col_stride == 1 && (uintptr_t)x->data % 16 == 0 &&
-               ((size_t)x->row_stride * esize) % 16 == 0;
+    o.tma = x && x->col_stride == 1 && (uintptr_t)x->data % 16 == 0 && ((size_t)x->row_stride * esize) % 16 == 0 &&
+            x->row_stride >= x->cols && x->row_stride < (INT64_C(1) << 34);
+    if (o.tma) {
+        int dt = x->dtype == CVF_F32 ? 2 : x->dtype == CVF_BF16 ? 1 : 0;
+        o.tma = encode_cached(ctx, map, dt, x->data, x->cols, x->rows, x->row_stride, 64 / (int)esize, 64);
+    }
     return o;
 }
 
@@ -180,11 +191,12 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     if (la < 0 || lb < 0)
         return CVF_STATUS_UNSUPPORTED;
     int dt = a->dtype == CVF_BF16 ? 1 : 0;
-    CUtensorMap ma, mb;
-    bool ok = la == 0 ? encode_cached(ctx, &ma, dt, a->data, k, m, a->row_stride, BK, BM)
-                      : encode_cached(ctx, &ma, dt, a->data, m, k, a->col_stride, 64, BK);
-    ok = ok && (lb == 0 ? encode_cached(ctx, &mb, dt, b->data, k, n, b->col_stride, BK, BN)
-                        : encode_cached(ctx, &mb, dt, b->data, n, k, b->row_stride, 64, BK));
+    CUtensorMap maps[4]; /* A, B, C, aux_out */
+    memset(maps, 0, sizeof maps);
+    bool ok = la == 0 ? encode_cached(ctx, &maps[0], dt, a->data, k, m, a->row_stride, BK, BM)
+                      : encode_cached(ctx, &maps[0], dt, a->data, m, k, a->col_stride, 64, BK);
+    ok = ok && (lb == 0 ? encode_cached(ctx, &maps[1], dt, b->data, k, n, b->col_stride, BK, BN)
+                        : encode_cached(ctx, &maps[1], dt, b->data, n, k, b->row_stride, 64, BK));
     if (!ok)
         return CVF_STATUS_UNSUPPORTED;
     sm90_params p;
@@ -198,12 +210,12 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     p.activation = (int32_t)ep->activation;
     p.bias = dev_vec_of(ep->bias);
     p.aux_in = dev_mat_of(ep->aux_in);
-    p.c = make_out(c);
-    p.aux_out = make_out(ep->aux_out);
+    p.c = make_out(ctx, c, &maps[2]);
+    p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
     int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
     int grid = (int)(tiles < ctx->cuda.sm_count ? tiles : ctx->cuda.sm_count);
-    cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, la, lb, ma, mb, p, grid) : cvf_sm90_launch_f16(ctx, la, lb, ma, mb, p, grid);
+    cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, la, lb, maps, p, grid) : cvf_sm90_launch_f16(ctx, la, lb, maps, p, grid);
     if (status == CVF_STATUS_SUCCESS && ep->bias_grad)
         status = cvf_cuda_combine_partials(ctx, partials, (m + CVF_CUDA_SM90_SLAB - 1) / CVF_CUDA_SM90_SLAB, n,
                                            ep->bias_grad);

@@ -12,14 +12,24 @@ namespace sm90 {
 
 
 constexpr int BM = 128, BN = 256, BK = 64;
-constexpr int STAGES = 4;
+#ifndef CVF_SM90_STAGES /* overridable for experiments only; the default is what is tested */
+#define CVF_SM90_STAGES 4
+#endif
+constexpr int STAGES = CVF_SM90_STAGES;
 constexpr int GROUP_M = 16;
 constexpr int THREADS = 384;
 constexpr int A_STAGE = BM * BK * 2; /* 16 KB */
 constexpr int B_STAGE = BN * BK * 2; /* 32 KB */
-constexpr int CHUNK = 32;            /* epilogue columns per staged store */
-constexpr int STAGE_PITCH = 160;     /* bytes per staged row: 32 f32 + 32 bytes pad (conflict-free) */
-constexpr int STAGE_BYTES = 64 * STAGE_PITCH;
+constexpr int CHUNK = 32;            /* epilogue columns per chunk */
+/* Output staging for the TMA stores: per consumer warpgroup a ring of SLOTS slots, each a 64-row
+ * x 64-byte box (32 16-bit or 16 f32 columns) in the 64-byte swizzle of the TMA, so that the
+ * fragment writes are free of bank conflicts. */
+constexpr int SLOT_BYTES = 64 * 64;
+#ifndef CVF_SM90_SLOTS
+#define CVF_SM90_SLOTS 4
+#endif
+constexpr int SLOTS = CVF_SM90_SLOTS;
+constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
                            2 * STAGES * 8;
 
@@ -30,7 +40,7 @@ struct out_desc {
     void *data;
     int32_t dtype;
     int64_t rs, cs;
-    int32_t vector; /* row-major, 16-byte aligned rows: staged 16-byte stores */
+    int32_t tma; /* row-major, 16-byte aligned rows: a tensor map exists, TMA stores from shared memory */
 };
 
 struct sm90_params {
@@ -86,6 +96,37 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
                  : "memory");
 }
 
+/* The bulk tensor store of one staged box (bounds clipped by the hardware), in its own bulk group. */
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int32_t c0, int32_t c1)
+{
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(c0), "r"(c1), "r"(src)
+                 : "memory");
+}
+
+__device__ __forceinline__ void bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+
+/* Waits until at most N bulk groups of this thread still read shared memory. */
+template <int N>
+__device__ __forceinline__ void bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void bulk_wait_all()
+{
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
+
+__device__ __forceinline__ void fence_proxy_async()
+{
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 __device__ __forceinline__ void named_barrier(int id, int threads)
 {
     asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
@@ -135,15 +176,47 @@ __device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t 
     *tn = in_group / rows;
 }
 
-/* Stores 32 columns (acc[chunk * 16 .. + 16)) of this warpgroup's 64 rows to out. */
+/* A consumer warpgroup's output staging: its ring of SLOTS boxes in shared memory and the count
+ * of boxes put so far (the same in all 128 threads). */
+struct stager {
+    unsigned char *buf;
+    uint32_t seq;
+};
+
+/* Hands the box just written to slot (seq % SLOTS) to the TMA: every thread's writes are made
+ * visible to the async proxy; thread 0 waits until at most SLOTS - 2 earlier stores still read
+ * shared memory, so that the slot of the next box (last used SLOTS boxes ago) is free; the
+ * warpgroup syncs (this box complete, the next slot free); thread 0 issues the store of the box
+ * at row r, column c (clipped to m x n by the hardware) as its own bulk group. */
+__device__ __forceinline__ void put_box(const CUtensorMap *map, stager &st, int wg, int t, int64_t r, int64_t c,
+                                        int64_t m, int64_t n)
+{
+    fence_proxy_async();
+    if (t == 0)
+        bulk_wait_read<SLOTS - 2>();
+    named_barrier(1 + wg, 128);
+    if (t == 0) {
+#ifndef CVF_SM90_DIAG_NO_STORE /* diagnostic builds only: everything but the global writes */
+        if (r < m && c < n)
+#else
+        if (r < 0)
+#endif
+            tma_store_2d(map, smem_addr(st.buf + (st.seq % SLOTS) * SLOT_BYTES), (int32_t)c, (int32_t)r);
+        bulk_commit();
+    }
+    st.seq++;
+}
+
+/* Stores 32 columns (acc[0..16) of the chunk CH) of this warpgroup's 64 rows to out. */
 template <int CH>
-__device__ __forceinline__ void store_chunk(const out_desc &out, const float (&acc)[128], unsigned char *stage,
-                                            int wg, int t, int64_t row0, int64_t col0, int64_t m, int64_t n)
+__device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorMap *map, const float (&acc)[128],
+                                            stager &st, int wg, int t, int64_t row0, int64_t col0, int64_t m,
+                                            int64_t n)
 {
     const int warp = t / 32, lane = t % 32;
     const int r_local = warp * 16 + lane / 4;
     const int c_local = 2 * (lane % 4);
-    if (!out.vector) { /* any strides: element stores straight from the fragment */
+    if (!out.tma) { /* any strides: element stores straight from the fragment */
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
@@ -154,58 +227,72 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const float (&a
             }
         return;
     }
-    named_barrier(1 + wg, 128); /* the previous chunk's readers are done with the buffer */
-    if (out.dtype == CVF_F32) {
+    /* The slot is 64 rows of 64 bytes; the 64-byte swizzle XORs the 16-byte unit index with
+     * (row / 2) % 4, which for this thread's rows (r_local, r_local + 8) is (lane / 8) % 4. */
+    const int sw = (lane >> 3) & 3;
+    if (out.dtype != CVF_F32) {
+        uint32_t bits[4][2]; /* [8-column block][row half]: the rounded pairs of this thread */
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                float2 v = make_float2(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
-                *reinterpret_cast<float2 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 4) = v;
+                float x = acc[CH * 16 + jb * 4 + 2 * h], y = acc[CH * 16 + jb * 4 + 2 * h + 1];
+                if (out.dtype == CVF_F16) {
+                    __half2 v = __floats2half2_rn(x, y);
+                    bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
+                } else {
+                    __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
+                    bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
+                }
             }
-    } else if (out.dtype == CVF_F16) {
+#ifdef CVF_SM90_STMATRIX
+        /* Two stmatrix.x4 per chunk: matrix q (lanes 8q .. 8q + 7 give its row addresses) is the
+         * 8 x 8 block of row half q % 2 and column block 2 jj + q / 2. */
+        {
+            const int mrow = warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+            const uint32_t base = smem_addr(st.buf + (st.seq % SLOTS) * SLOT_BYTES) + mrow * 64;
+            const int msw = (lane >> 1) & 3;
 #pragma unroll
-        for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                __half2 v = __floats2half2_rn(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
-                *reinterpret_cast<__half2 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) = v;
+            for (int jj = 0; jj < 2; jj++) {
+                uint32_t addr = base + (((2 * jj + (lane >> 4)) ^ msw) << 4);
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
+                             "r"(bits[2 * jj][0]), "r"(bits[2 * jj][1]), "r"(bits[2 * jj + 1][0]),
+                             "r"(bits[2 * jj + 1][1])
+                             : "memory");
             }
-    } else {
+        }
+#else
+        {
+            unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 4 * (lane % 4);
 #pragma unroll
-        for (int jb = 0; jb < 4; jb++)
+            for (int jb = 0; jb < 4; jb++)
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                __nv_bfloat162 v =
-                    __floats2bfloat162_rn(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
-                *reinterpret_cast<__nv_bfloat162 *>(stage + (r_local + 8 * h) * STAGE_PITCH + (jb * 8 + c_local) * 2) =
-                    v;
-            }
-    }
-    named_barrier(1 + wg, 128);
-    const int esize = out.dtype == CVF_F32 ? 4 : 2;
-    const int per_row = CHUNK * esize / 16; /* 16-byte vectors per staged row: 4 or 8 */
-    const int per_vec = 16 / esize;
-    for (int idx = t; idx < 64 * per_row; idx += 128) {
-        int r = idx / per_row, v = idx % per_row;
-        int64_t i = row0 + r, j = col0 + CH * CHUNK + v * per_vec;
-        if (i >= m || j >= n)
-            continue;
-        const unsigned char *src = stage + r * STAGE_PITCH + v * 16;
-        unsigned char *dst = (unsigned char *)out.data + (i * out.rs + j) * esize;
-        if (j + per_vec <= n) {
-            *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
-        } else {
-            for (int e = 0; e < per_vec && j + e < n; e++)
-                for (int byte = 0; byte < esize; byte++)
-                    dst[e * esize + byte] = src[e * esize + byte];
+                for (int h = 0; h < 2; h++)
+                    *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits[jb][h];
+        }
+#endif
+        put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
+    } else { /* f32: two boxes of 16 columns */
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 8 * (lane & 1);
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int jb = 2 * half + jj;
+                    float2 v = make_float2(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+                    *reinterpret_cast<float2 *>(row + h * 512 + (((2 * jj + (lane % 4) / 2) ^ sw) << 4)) = v;
+                }
+            put_box(map, st, wg, t, row0, col0 + CH * CHUNK + 16 * half, m, n);
         }
     }
 }
 
 /* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. */
 template <int CH>
-__device__ __forceinline__ void epilogue_chunk(const sm90_params &p, float (&acc)[128], unsigned char *stage, int wg,
+__device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUtensorMap *map_c,
+                                               const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
                                                int t, int64_t row0, int64_t col0)
 {
     const int warp = t / 32, lane = t % 32;
@@ -222,7 +309,7 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, float (&acc
             }
     }
     if (p.aux_out.data)
-        store_chunk<CH>(p.aux_out, acc, stage, wg, t, row0, col0, p.m, p.n);
+        store_chunk<CH>(p.aux_out, map_aux, acc, st, wg, t, row0, col0, p.m, p.n);
     /* One uniform branch per activation, so that each loop holds only its own arithmetic (a
      * per-element switch gets if-converted: every element then pays for GELU's expf). */
     switch (p.activation) {
@@ -268,7 +355,7 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, float (&acc
                     p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
             }
     }
-    store_chunk<CH>(p.c, acc, stage, wg, t, row0, col0, p.m, p.n);
+    store_chunk<CH>(p.c, map_c, acc, st, wg, t, row0, col0, p.m, p.n);
 }
 
 /* The whole epilogue of a tile: a run-time loop over the 8 chunks whose body is compiled once,
@@ -276,13 +363,14 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, float (&acc
  * compile-time indices). Unrolling the 8 chunks instead made ~1 MB of SASS per kernel, and
  * the epilogue ran at a quarter of the store bandwidth (instruction fetch). The accumulators
  * are dead afterwards: the next tile's first wgmma does not read them (scale-d 0). */
-__device__ __forceinline__ void epilogue_tile(const sm90_params &p, float (&acc)[128], unsigned char *stage, int wg,
+__device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtensorMap *map_c,
+                                              const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
                                               int t, int64_t row0, int64_t col0)
 {
 #pragma unroll 1
     for (int ch = 0; ch < BN / CHUNK; ch += 2) { /* two chunks per iteration: 3 x 96 moves, not 7 x 112 */
-        epilogue_chunk<0>(p, acc, stage, wg, t, row0, col0 + ch * CHUNK);
-        epilogue_chunk<1>(p, acc, stage, wg, t, row0, col0 + ch * CHUNK);
+        epilogue_chunk<0>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK);
+        epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK);
         if (ch + 2 < BN / CHUNK) {
 #pragma unroll
             for (int i = 0; i < 128 - 32; i++)
@@ -295,6 +383,7 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, float (&acc)
 template <int DT, int A_MN, int B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_aux,
                      const sm90_params p)
 {
     extern __shared__ unsigned char smem_raw[];
@@ -360,7 +449,15 @@ __global__ void __launch_bounds__(THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int wg = warpgroup - 1; /* consumer 0 or 1: rows [64 wg, 64 wg + 64) of the tile */
     const int t = threadIdx.x - 128 * warpgroup;
-    unsigned char *stage_buf = staging + wg * STAGE_BYTES;
+    stager st;
+    st.buf = staging + wg * STAGE_BYTES;
+    st.seq = 0;
+    if (t == 0) {
+        if (p.c.tma)
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_c)) : "memory");
+        if (p.aux_out.tma)
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_aux)) : "memory");
+    }
     /* MN-major operands: 64-element blocks along M/N 8 KB apart (LBO), 8-row K groups 1 KB apart (SBO) */
     const uint32_t mn_lbo = 8192, mn_sbo = 1024;
     float acc[128];
@@ -406,12 +503,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         fence_acc(acc);
         if (t == 0)
             mbar_arrive(empty0 + 8 * prev);
-        epilogue_tile(p, acc, stage_buf, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN);
+        epilogue_tile(p, &map_c, &map_aux, acc, st, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN);
     }
+    if (t == 0)
+        bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
 }
 
 template <int DT, int A_MN, int B_MN>
-cvf_status launch(cvf_context *ctx, const CUtensorMap &ma, const CUtensorMap &mb, const sm90_params &p, int grid)
+cvf_status launch(cvf_context *ctx, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
     static bool configured = false; /* per instantiation */
     auto kernel = sm90_gemm_kernel<DT, A_MN, B_MN>;
@@ -421,31 +520,30 @@ cvf_status launch(cvf_context *ctx, const CUtensorMap &ma, const CUtensorMap &mb
             return cvf_cuda_check(ctx, err, "sm90 GEMM: cudaFuncSetAttribute(shared memory)");
         configured = true;
     }
-    kernel<<<grid, THREADS, SMEM_BYTES, (cudaStream_t)ctx->cuda.stream>>>(ma, mb, p);
+    kernel<<<grid, THREADS, SMEM_BYTES, (cudaStream_t)ctx->cuda.stream>>>(maps[0], maps[1], maps[2], maps[3], p);
     return cvf_cuda_check(ctx, cudaGetLastError(), "sm90 GEMM kernel launch");
 }
 
 template <int DT>
-cvf_status launch_layout(cvf_context *ctx, int la, int lb, const CUtensorMap &ma, const CUtensorMap &mb,
-                         const sm90_params &p, int grid)
+cvf_status launch_layout(cvf_context *ctx, int la, int lb, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
     if (la == 0 && lb == 0)
-        return launch<DT, 0, 0>(ctx, ma, mb, p, grid);
+        return launch<DT, 0, 0>(ctx, maps, p, grid);
     if (la == 0 && lb == 1)
-        return launch<DT, 0, 1>(ctx, ma, mb, p, grid);
+        return launch<DT, 0, 1>(ctx, maps, p, grid);
     if (la == 1 && lb == 0)
-        return launch<DT, 1, 0>(ctx, ma, mb, p, grid);
-    return launch<DT, 1, 1>(ctx, ma, mb, p, grid);
+        return launch<DT, 1, 0>(ctx, maps, p, grid);
+    return launch<DT, 1, 1>(ctx, maps, p, grid);
 }
 
 
 } /* namespace sm90 */
 
 /* Launches the kernel for dtype DT (0 f16, 1 bf16) and operand layouts la, lb (0 K-major,
- * 1 MN-major) on ctx's stream. */
-cvf_status cvf_sm90_launch_f16(cvf_context *ctx, int la, int lb, const CUtensorMap &ma, const CUtensorMap &mb,
-                               const sm90::sm90_params &p, int grid);
-cvf_status cvf_sm90_launch_bf16(cvf_context *ctx, int la, int lb, const CUtensorMap &ma, const CUtensorMap &mb,
-                                const sm90::sm90_params &p, int grid);
+ * 1 MN-major) on ctx's stream; maps: A, B, C, aux_out (the last two used only where p says tma). */
+cvf_status cvf_sm90_launch_f16(cvf_context *ctx, int la, int lb, const CUtensorMap *maps, const sm90::sm90_params &p,
+                               int grid);
+cvf_status cvf_sm90_launch_bf16(cvf_context *ctx, int la, int lb, const CUtensorMap *maps, const sm90::sm90_params &p,
+                                int grid);
 
 #endif /* CVF_CUDA_GEMM_SM90_CUH */
