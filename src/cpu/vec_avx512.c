@@ -161,6 +161,7 @@ static inline void vf_store_n(float *p, vf v, int count)
         _mm512_mask_storeu_ps(p, lane_mask(count), v);
 }
 
+#include "cpu/kernels/store_avx512.h"
 #include "cpu/vec_simd.h"
 
 /* The first count 16-bit values at p (count in 1..16), zeros after; reads nothing beyond. */
@@ -189,17 +190,11 @@ static inline vf bf16_to_f32(__m256i h)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* binary32 -> bfloat16 as cvf_f32_to_bf16: add 0x7FFF plus the kept lsb and truncate; NaN is
- * truncated with the quiet bit set. Returns the results in the low 16 bits of the 32-bit lanes. */
+/* binary32 -> bfloat16 as cvf_f32_to_bf16, in the low 16 bits of the 32-bit lanes: the same
+ * rounding as the kernels' fused store (one definition, store_avx512.h). */
 static inline vi f32_to_bf16_lanes(vf x)
 {
-    vi b = _mm512_castps_si512(x);
-    vi lsb = _mm512_and_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(1));
-    vi rounded = _mm512_srli_epi32(_mm512_add_epi32(b, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
-    vi quiet = _mm512_or_si512(_mm512_srli_epi32(b, 16), _mm512_set1_epi32(0x0040));
-    __mmask16 is_nan =
-        _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    return _mm512_mask_blend_epi32(is_nan, rounded, quiet);
+    return cvf_cpu_avx512_bf16_bits(x);
 }
 
 /* dst[i] = src[i] for i < count: plain full-vector moves, a masked one for the tail (a library
