@@ -586,3 +586,38 @@ bool support_matmul_compare(const support_matmul_case *c, cvf_context *ctx, cvf_
     free(f);
     return ok;
 }
+
+double support_gelu_a_range(int64_t k)
+{
+    if (k <= 0)
+        return 1.0;
+    double range = 6.0 / sqrt((double)k);
+    return range > 4.0 ? 4.0 : range;
+}
+
+support_matmul_case support_make_matmul_case(int64_t m, int64_t n, int64_t k, const support_dtype_combo *d,
+                                             int epilogue, unsigned layout, uint64_t seed)
+{
+    support_matmul_case c;
+    memset(&c, 0, sizeof c);
+    c.op = SUPPORT_OP_MATMUL;
+    c.m = m;
+    c.n = n;
+    c.k = k;
+    c.a_dtype = d->a;
+    c.b_dtype = d->b;
+    c.c_dtype = d->c;
+    c.epilogue_in_dtype = d->epilogue_in;
+    c.epilogue_out_dtype = d->epilogue_out;
+    c.activation = (cvf_activation)(epilogue & 3);
+    c.bias = (epilogue >> 2) & 1;
+    c.aux_out = (epilogue >> 3) & 1;
+    c.bias_grad = (epilogue >> 4) & 1;
+    c.layout = layout;
+    if (c.activation == CVF_ACTIVATION_GELU_TANH || c.activation == CVF_ACTIVATION_DGELU_TANH) {
+        c.a_range = support_gelu_a_range(k);
+        c.bias_range = 2.0;
+    }
+    c.seed = seed;
+    return c;
+}

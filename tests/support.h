@@ -170,6 +170,22 @@ typedef struct support_matmul_case {
     uint64_t seed;
 } support_matmul_case;
 
+/* The dtypes of one matmul case: A, B, C, the epilogue inputs (bias, aux_in) and outputs
+ * (aux_out, bias_grad). */
+typedef struct support_dtype_combo {
+    cvf_dtype a, b, c, epilogue_in, epilogue_out;
+} support_dtype_combo;
+
+/* Returns the range of A that gives pre-activations of standard deviation about 2 for a K-long
+ * dot product with B uniform in [-1, 1): GELU cases then see values of both signs up to ~4
+ * and beyond. */
+double support_gelu_a_range(int64_t k);
+
+/* Builds a matmul case from a dtype combination, an epilogue index (bits 0-1 activation, 2 bias,
+ * 3 aux_out, 4 bias_grad) and layout flags. */
+support_matmul_case support_make_matmul_case(int64_t m, int64_t n, int64_t k, const support_dtype_combo *d,
+                                             int epilogue, unsigned layout, uint64_t seed);
+
 /* The buffers of one case and its float64 answer. Keep it in place once created: the epilogue
  * support_matmul_epilogue builds points into it. */
 typedef struct support_matmul_fixture {

@@ -223,50 +223,11 @@ static bool run_case(const support_matmul_case *c)
     return ok;
 }
 
-typedef struct dtype_combo {
-    cvf_dtype a, b, c, epilogue_in, epilogue_out;
-} dtype_combo;
-
-static const dtype_combo combos[] = {
+static const support_dtype_combo combos[] = {
     {CVF_F16, CVF_F16, CVF_F16, CVF_F16, CVF_F16},    {CVF_BF16, CVF_BF16, CVF_BF16, CVF_BF16, CVF_BF16},
     {CVF_F16, CVF_F16, CVF_F32, CVF_F16, CVF_F32},    {CVF_BF16, CVF_BF16, CVF_F32, CVF_F32, CVF_BF16},
     {CVF_F32, CVF_F32, CVF_F32, CVF_F32, CVF_F32},    {CVF_F32, CVF_F16, CVF_F16, CVF_BF16, CVF_F32},
 };
-
-static double gelu_a_range(int64_t k)
-{
-    if (k <= 0)
-        return 1.0;
-    double range = 6.0 / sqrt((double)k);
-    return range > 4.0 ? 4.0 : range;
-}
-
-static support_matmul_case make_case(int64_t m, int64_t n, int64_t k, const dtype_combo *d, int epilogue,
-                                     unsigned layout, uint64_t seed)
-{
-    support_matmul_case c;
-    memset(&c, 0, sizeof c);
-    c.op = SUPPORT_OP_MATMUL;
-    c.m = m;
-    c.n = n;
-    c.k = k;
-    c.a_dtype = d->a;
-    c.b_dtype = d->b;
-    c.c_dtype = d->c;
-    c.epilogue_in_dtype = d->epilogue_in;
-    c.epilogue_out_dtype = d->epilogue_out;
-    c.activation = (cvf_activation)(epilogue & 3);
-    c.bias = (epilogue >> 2) & 1;
-    c.aux_out = (epilogue >> 3) & 1;
-    c.bias_grad = (epilogue >> 4) & 1;
-    c.layout = layout;
-    if (c.activation == CVF_ACTIVATION_GELU_TANH || c.activation == CVF_ACTIVATION_DGELU_TANH) {
-        c.a_range = gelu_a_range(k);
-        c.bias_range = 2.0;
-    }
-    c.seed = seed;
-    return c;
-}
 
 static const unsigned layouts[] = {
     0,
@@ -288,7 +249,7 @@ static void test_cross_product(void)
             for (int e = 0; e < 32; e++) {
                 if (l > 0 && e % 3 != 0 && e != 31 && e != 30)
                     continue; /* all 32 epilogues on the plain layout, a third of them elsewhere */
-                support_matmul_case c = make_case(200, 264, 72, &combos[d], e, layouts[l], seed++);
+                support_matmul_case c = support_make_matmul_case(200, 264, 72, &combos[d], e, layouts[l], seed++);
                 run_case(&c);
             }
 }
@@ -313,16 +274,16 @@ static void test_shapes(void)
                     if ((e + l + s) % 2 && shapes[s][0] * shapes[s][1] > 100000)
                         continue;
                     support_matmul_case c =
-                        make_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], epilogues[e], layouts[l], seed++);
+                        support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], epilogues[e], layouts[l], seed++);
                     run_case(&c);
                 }
     /* cvf_matmul_relu, the seed workload, and degenerate K = 0, M = 0, N = 0 */
-    support_matmul_case relu = make_case(300, 520, 264, &combos[0], 1, 0, seed++);
+    support_matmul_case relu = support_make_matmul_case(300, 520, 264, &combos[0], 1, 0, seed++);
     relu.op = SUPPORT_OP_MATMUL_RELU;
     run_case(&relu);
-    support_matmul_case k0 = make_case(33, 40, 0, &combos[0], 2 | 4 | 8 | 16, 0, seed++);
+    support_matmul_case k0 = support_make_matmul_case(33, 40, 0, &combos[0], 2 | 4 | 8 | 16, 0, seed++);
     run_case(&k0);
-    support_matmul_case m0 = make_case(0, 40, 16, &combos[1], 1 | 16, 0, seed++);
+    support_matmul_case m0 = support_make_matmul_case(0, 40, 16, &combos[1], 1 | 16, 0, seed++);
     run_case(&m0);
 }
 
@@ -601,13 +562,13 @@ static void test_mlp(cvf_dtype dtype)
 static void test_sanitize_cases(void)
 {
     support_matmul_case cases[] = {
-        make_case(200, 264, 72, &combos[0], 2 | 4 | 8 | 16, 0, 1),
-        make_case(136, 264, 64, &combos[1], 1, SUPPORT_B_TRANSPOSED, 2),
-        make_case(72, 16, 136, &combos[1], 3 | 16, SUPPORT_A_TRANSPOSED, 3),
-        make_case(130, 40, 24, &combos[2], 3 | 4, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED, 4),
-        make_case(72, 264, 32, &combos[3], 1 | 8, SUPPORT_C_COLUMN_MAJOR, 5),
-        make_case(37, 13, 5, &combos[4], 2 | 4 | 8 | 16, SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED, 6),
-        make_case(1, 1, 1, &combos[5], 1, 0, 7),
+        support_make_matmul_case(200, 264, 72, &combos[0], 2 | 4 | 8 | 16, 0, 1),
+        support_make_matmul_case(136, 264, 64, &combos[1], 1, SUPPORT_B_TRANSPOSED, 2),
+        support_make_matmul_case(72, 16, 136, &combos[1], 3 | 16, SUPPORT_A_TRANSPOSED, 3),
+        support_make_matmul_case(130, 40, 24, &combos[2], 3 | 4, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED, 4),
+        support_make_matmul_case(72, 264, 32, &combos[3], 1 | 8, SUPPORT_C_COLUMN_MAJOR, 5),
+        support_make_matmul_case(37, 13, 5, &combos[4], 2 | 4 | 8 | 16, SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED, 6),
+        support_make_matmul_case(1, 1, 1, &combos[5], 1, 0, 7),
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
         run_case(&cases[i]);

@@ -40,11 +40,7 @@ static const int32_t cpu_threads[3] = {1, 2, 3};
 /* ---- dtype combinations, epilogues, layouts ------------------------------------------------ */
 
 /* The dtypes of one matmul case. */
-typedef struct dtype_combo {
-    cvf_dtype a, b, c, epilogue_in, epilogue_out;
-} dtype_combo;
-
-static const dtype_combo combos[] = {
+static const support_dtype_combo combos[] = {
     {CVF_F32, CVF_F32, CVF_F32, CVF_F32, CVF_F32},
     {CVF_F16, CVF_F16, CVF_F16, CVF_F16, CVF_F16},
     {CVF_BF16, CVF_BF16, CVF_BF16, CVF_BF16, CVF_BF16},
@@ -68,45 +64,6 @@ static const unsigned layouts[] = {
     SUPPORT_INPUTS_PADDED | SUPPORT_B_TRANSPOSED | SUPPORT_C_PADDED,
     SUPPORT_A_TRANSPOSED | SUPPORT_INPUTS_PADDED | SUPPORT_C_COLUMN_MAJOR | SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED,
 };
-
-/* Returns the range of A that gives pre-activations of standard deviation about 2 for a K-long
- * dot product with B uniform in [-1, 1): GELU cases then see values of both signs up to ~4
- * and beyond. */
-static double gelu_a_range(int64_t k)
-{
-    if (k <= 0)
-        return 1.0;
-    double range = 6.0 / sqrt((double)k);
-    return range > 4.0 ? 4.0 : range;
-}
-
-/* Builds a matmul case from a dtype combination, an epilogue index and layout flags. */
-static support_matmul_case make_case(int64_t m, int64_t n, int64_t k, const dtype_combo *d, int epilogue,
-                                     unsigned layout, uint64_t seed)
-{
-    support_matmul_case c;
-    memset(&c, 0, sizeof c);
-    c.op = SUPPORT_OP_MATMUL;
-    c.m = m;
-    c.n = n;
-    c.k = k;
-    c.a_dtype = d->a;
-    c.b_dtype = d->b;
-    c.c_dtype = d->c;
-    c.epilogue_in_dtype = d->epilogue_in;
-    c.epilogue_out_dtype = d->epilogue_out;
-    c.activation = (cvf_activation)(epilogue & 3);
-    c.bias = (epilogue >> 2) & 1;
-    c.aux_out = (epilogue >> 3) & 1;
-    c.bias_grad = (epilogue >> 4) & 1;
-    c.layout = layout;
-    if (c.activation == CVF_ACTIVATION_GELU_TANH || c.activation == CVF_ACTIVATION_DGELU_TANH) {
-        c.a_range = gelu_a_range(k);
-        c.bias_range = 2.0;
-    }
-    c.seed = seed;
-    return c;
-}
 
 /* ---- running matmul cases ------------------------------------------------------------------ */
 
@@ -277,7 +234,7 @@ static void test_epilogue_cross_product(const contexts *cx)
     for (size_t d = 0; d < ARRAY_SIZE(combos); d++)
         for (int e = 0; e < EPILOGUE_COUNT; e++)
             for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
-                support_matmul_case c = make_case(19, 37, 45, &combos[d], e, layouts[l], seed++);
+                support_matmul_case c = support_make_matmul_case(19, 37, 45, &combos[d], e, layouts[l], seed++);
                 run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
             }
 }
@@ -297,10 +254,10 @@ static void test_shape_sweep(const contexts *cx)
             int64_t k = sweep_sizes[(3 * i + 5 * j + 1) % SWEEP_COUNT];
             if (sweep_sizes[i] * sweep_sizes[j] * k > 128 * 128 * 129) /* keep the sanitizer run short */
                 k = sweep_sizes[(i + j) % 6];
-            const dtype_combo *d = &combos[index % ARRAY_SIZE(combos)];
+            const support_dtype_combo *d = &combos[index % ARRAY_SIZE(combos)];
             int epilogue = (index * 7 + 3) % EPILOGUE_COUNT;
             unsigned layout = layouts[(index * 3 + index / 8) % ARRAY_SIZE(layouts)];
-            support_matmul_case c = make_case(sweep_sizes[i], sweep_sizes[j], k, d, epilogue, layout, seed++);
+            support_matmul_case c = support_make_matmul_case(sweep_sizes[i], sweep_sizes[j], k, d, epilogue, layout, seed++);
             run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
         }
 }
@@ -317,7 +274,7 @@ static void test_degenerate_shapes(const contexts *cx)
             for (int e = 0; e < EPILOGUE_COUNT; e++) {
                 unsigned layout = layouts[(size_t)(e + d) % ARRAY_SIZE(layouts)];
                 support_matmul_case c =
-                    make_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], e, layout, seed++);
+                    support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], e, layout, seed++);
                 run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
             }
 }
@@ -359,14 +316,14 @@ static void test_large_shapes(const contexts *cx)
         {200, 129, 257, 5, 2 | 4 | 16, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED}, /* mixed, gelu */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-        support_matmul_case c = make_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
+        support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
                                           cases[i].epilogue, cases[i].layout, 20000 + i);
         run_matmul_case(cx, &c, CPU_ALL_VARIANTS);
     }
     /* once more through the one-shot helper on a default context (NULL options: every core) */
     cvf_context *all_cores = NULL;
     if (CHECK(cvf_context_create(NULL, &all_cores) == CVF_STATUS_SUCCESS, "default CPU context")) {
-        support_matmul_case c = make_case(250, 130, 300, &combos[1], 2 | 4 | 8 | 16, SUPPORT_C_PADDED, 20100);
+        support_matmul_case c = support_make_matmul_case(250, 130, 300, &combos[1], 2 | 4 | 8 | 16, SUPPORT_C_PADDED, 20100);
         CHECK(cvf_context_device(all_cores) == CVF_DEVICE_CPU, "a NULL-options context is not on the CPU");
         support_matmul_compare(&c, all_cores, cx->reference);
     }
@@ -382,7 +339,7 @@ static void test_matmul_relu(const contexts *cx)
     for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
         for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
             int d = (l % 4 == 3) ? (int)(s % HOMOGENEOUS_COMBOS) : 1; /* mostly f16 */
-            support_matmul_case c = make_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], CVF_ACTIVATION_RELU,
+            support_matmul_case c = support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], CVF_ACTIVATION_RELU,
                                               layouts[l], seed++);
             c.op = SUPPORT_OP_MATMUL_RELU;
             run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
@@ -572,22 +529,22 @@ static void run_nan_case(const contexts *cx, const support_matmul_case *c, void 
 static void test_nan_inf(const contexts *cx)
 {
     for (int d = 0; d < HOMOGENEOUS_COMBOS; d++) {
-        support_matmul_case c = make_case(6, 70, 9, &combos[d], CVF_ACTIVATION_RELU, 0, 50000 + (uint64_t)d);
+        support_matmul_case c = support_make_matmul_case(6, 70, 9, &combos[d], CVF_ACTIVATION_RELU, 0, 50000 + (uint64_t)d);
         c.op = SUPPORT_OP_MATMUL_RELU;
         run_nan_case(cx, &c, inject_nan_in_a, 2, false);
         c.op = SUPPORT_OP_MATMUL;
         c.layout = SUPPORT_A_TRANSPOSED | SUPPORT_C_COLUMN_MAJOR;
         run_nan_case(cx, &c, inject_nan_in_a, 2, false);
 
-        support_matmul_case g = make_case(33, 9, 17, &combos[d], 2 | 4 | 16, SUPPORT_B_TRANSPOSED, 50100 + (uint64_t)d);
+        support_matmul_case g = support_make_matmul_case(33, 9, 17, &combos[d], 2 | 4 | 16, SUPPORT_B_TRANSPOSED, 50100 + (uint64_t)d);
         run_nan_case(cx, &g, inject_nan_in_b, 5, true);
-        support_matmul_case r = make_case(20, 11, 5, &combos[d], 1 | 4 | 8 | 16, 0, 50200 + (uint64_t)d);
+        support_matmul_case r = support_make_matmul_case(20, 11, 5, &combos[d], 1 | 4 | 8 | 16, 0, 50200 + (uint64_t)d);
         run_nan_case(cx, &r, inject_nan_in_bias, 6, true);
-        support_matmul_case z = make_case(20, 11, 0, &combos[d], 1 | 4 | 16, 0, 50300 + (uint64_t)d);
+        support_matmul_case z = support_make_matmul_case(20, 11, 0, &combos[d], 1 | 4 | 16, 0, 50300 + (uint64_t)d);
         run_nan_case(cx, &z, inject_nan_in_bias, 6, true); /* K = 0: relu(NaN bias) */
 
         /* infinities: with ReLU compared against the reference; with GELU only "no crash" */
-        support_matmul_case inf = make_case(5, 67, 4, &combos[d], 1, 0, 50400 + (uint64_t)d);
+        support_matmul_case inf = support_make_matmul_case(5, 67, 4, &combos[d], 1, 0, 50400 + (uint64_t)d);
         support_matmul_fixture *f = special_case(cx, &inf, inject_inf_in_a);
         if (f) {
             for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++)
@@ -645,10 +602,10 @@ static void run_injected_case(const contexts *cx, const support_matmul_case *c,
 static void test_gelu_tails(const contexts *cx)
 {
     for (int d = 0; d < HOMOGENEOUS_COMBOS; d++) {
-        support_matmul_case g = make_case(8, 40, 1, &combos[d], CVF_ACTIVATION_GELU_TANH, 0, 55000 + (uint64_t)d);
+        support_matmul_case g = support_make_matmul_case(8, 40, 1, &combos[d], CVF_ACTIVATION_GELU_TANH, 0, 55000 + (uint64_t)d);
         run_injected_case(cx, &g, inject_gelu_tail);
         support_matmul_case dg =
-            make_case(8, 40, 3, &combos[d], CVF_ACTIVATION_DGELU_TANH | 16, 0, 55100 + (uint64_t)d);
+            support_make_matmul_case(8, 40, 3, &combos[d], CVF_ACTIVATION_DGELU_TANH | 16, 0, 55100 + (uint64_t)d);
         run_injected_case(cx, &dg, inject_dgelu_tail);
     }
 }
