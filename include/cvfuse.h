@@ -313,6 +313,13 @@ typedef struct cvf_kernel_info {
     int64_t m, n, k; /* GEMM shape; for a reduction (rows, cols, 0) */
     uint64_t flops;  /* 2 m n k for a GEMM, rows * cols for a reduction */
     uint64_t bytes;  /* minimum bytes read + written by this kernel */
+    /* How the kernel runs, where a backend plans it (the CUDA backend); zeros and "" otherwise. */
+    const char *engine;             /* the kernel that runs it, e.g. "sm90 TMA+wgmma", "simple", "column sums" */
+    int32_t tile_m, tile_n, tile_k; /* output tile and K step of one work unit */
+    int32_t splits;                 /* K slices per output tile, added in a fixed order (1: none) */
+    int64_t units;                  /* work units: output tiles x splits */
+    int32_t stream;                 /* 0: the context's stream; 1, 2: side streams forked from it and
+                                       joined into it before the call returns */
 } cvf_kernel_info;
 
 /* Memory traffic the plan avoids (or, when negative, adds) compared with an unfused run of the

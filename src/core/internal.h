@@ -19,6 +19,8 @@ extern "C" {
 
 #define CVF_MESSAGE_SIZE 512
 
+typedef struct cvf_mlp_step cvf_mlp_step;
+
 /*
  * A backend: a plain table of function pointers, one per device. Optional members may be NULL;
  * the core then composes the operation from the required ones.
@@ -54,6 +56,12 @@ typedef struct cvf_backend {
     cvf_status (*mlp_forward)(cvf_context *ctx, const cvf_mlp_forward_args *args);
     /* Whole MLP backward on validated arguments. Optional: NULL runs the core's plan (K1, K2-*, K3). */
     cvf_status (*mlp_backward)(cvf_context *ctx, const cvf_mlp_backward_args *args);
+    /* The dtype the backend keeps the MLP's grad_fc1_output in, for tensors of storage dtype
+     * (grad_output's). Optional: NULL keeps accumulate_dtype. */
+    cvf_dtype (*mlp_intermediate_dtype)(cvf_dtype storage);
+    /* Fills the schedule fields of each step's info (engine, tiles, splits, stream) as the backend
+     * would run them on ctx. Optional: NULL leaves them zero. */
+    void (*mlp_schedule)(const cvf_context *ctx, cvf_mlp_step *steps, int count);
 } cvf_backend;
 
 extern const cvf_backend cvf_cpu_backend;
@@ -159,17 +167,20 @@ cvf_status cvf_validate_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_
  * same function builds the steps for the plan (from the shape alone) and for the run (from the
  * caller's views), so what the plan says is what runs.
  */
-typedef struct cvf_mlp_step {
+struct cvf_mlp_step {
     cvf_kernel_info info;
     cvf_matrix a, b, c;
     cvf_epilogue epilogue;
     cvf_vector out;
-} cvf_mlp_step;
+};
 
 /* Fills steps[] (at most CVF_PLAN_MAX_KERNELS) for a validated backward call whose
  * grad_fc1_output lives in *grad_fc1_output; returns how many. Pointers in the steps' epilogues
  * point into args. */
 int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps);
+
+/* The dtype ctx's backend keeps grad_fc1_output in for tensors of storage dtype. */
+cvf_dtype cvf_mlp_intermediate_dtype(const cvf_context *ctx, cvf_dtype storage);
 
 /* Fills plan for a validated shape on ctx's device. */
 void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);

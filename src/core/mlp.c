@@ -143,14 +143,14 @@ static cvf_status compose_forward(cvf_context *ctx, const cvf_mlp_forward_args *
  * grad_fc1_output at the start of the workspace and the kernels' scratch after it. */
 static cvf_status compose_backward(cvf_context *ctx, const cvf_mlp_backward_args *args, const int64_t dims[4])
 {
-    const cvf_backend *be = ctx->backend;
+    cvf_dtype keep = cvf_mlp_intermediate_dtype(ctx, args->grad_output.dtype);
     int64_t elements;
     size_t bytes;
     if (__builtin_mul_overflow(dims[DIM_S], dims[DIM_I], &elements) ||
-        __builtin_mul_overflow((size_t)elements, cvf_dtype_size(be->accumulate_dtype), &bytes) || bytes > SIZE_MAX / 2)
+        __builtin_mul_overflow((size_t)elements, cvf_dtype_size(keep), &bytes) || bytes > SIZE_MAX / 2)
         return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "grad_fc1_output workspace: S x I = %lld x %lld overflows",
                         (long long)dims[DIM_S], (long long)dims[DIM_I]);
-    cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, be->accumulate_dtype, dims[DIM_S], dims[DIM_I]);
+    cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, keep, dims[DIM_S], dims[DIM_I]);
     cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
     int count = cvf_mlp_backward_steps(args, &grad_fc1_output, steps);
     size_t held = cvf_round_up_64(bytes), scratch = steps_workspace(ctx, steps, count);
@@ -164,6 +164,12 @@ static cvf_status compose_backward(cvf_context *ctx, const cvf_mlp_backward_args
     grad_fc1_output.data = workspace;
     count = cvf_mlp_backward_steps(args, &grad_fc1_output, steps);
     return run_steps(ctx, steps, count, workspace ? (char *)workspace + held : NULL);
+}
+
+cvf_dtype cvf_mlp_intermediate_dtype(const cvf_context *ctx, cvf_dtype storage)
+{
+    const cvf_backend *be = ctx->backend;
+    return be->mlp_intermediate_dtype ? be->mlp_intermediate_dtype(storage) : be->accumulate_dtype;
 }
 
 cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)

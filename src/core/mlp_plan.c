@@ -128,25 +128,27 @@ void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_
     *plan = (cvf_mlp_plan){0};
     plan->shape = *shape;
     plan->device = ctx->device;
-    plan->workspace_dtype = ctx->backend->accumulate_dtype;
-    if (ctx->backend->mlp_backward) { /* the backend's own path: the float64 oracle, unfused */
+    plan->workspace_dtype = cvf_mlp_intermediate_dtype(ctx, shape->dtype);
+    if (ctx->device == CVF_DEVICE_REFERENCE) { /* the backend's own path: the float64 oracle, unfused */
         uint64_t S = (uint64_t)shape->tokens, H = (uint64_t)shape->hidden, I = (uint64_t)shape->intermediate;
         plan->kernel_count = 1;
-        plan->kernels[0] = (cvf_kernel_info){"REF",
-                                             "all seven operations in float64, unfused: the test oracle",
-                                             "",
-                                             CVF_KERNEL_GEMM,
-                                             shape->tokens,
-                                             shape->hidden + shape->intermediate,
-                                             shape->intermediate,
-                                             8 * S * H * I,
-                                             0};
+        plan->kernels[0] = (cvf_kernel_info){.name = "REF",
+                                             .computes = "all seven operations in float64, unfused: the test oracle",
+                                             .fused = "",
+                                             .kind = CVF_KERNEL_GEMM,
+                                             .m = shape->tokens,
+                                             .n = shape->hidden + shape->intermediate,
+                                             .k = shape->intermediate,
+                                             .flops = 8 * S * H * I,
+                                             .engine = ""};
         return;
     }
     cvf_mlp_backward_args args = shape_only_args(shape);
     cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, plan->workspace_dtype, shape->tokens, shape->intermediate);
     cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
     plan->kernel_count = cvf_mlp_backward_steps(&args, &grad_fc1_output, steps);
+    if (ctx->backend->mlp_schedule)
+        ctx->backend->mlp_schedule(ctx, steps, plan->kernel_count);
     for (int32_t i = 0; i < plan->kernel_count; i++) {
         plan->kernels[i] = steps[i].info;
         plan->bytes_total += steps[i].info.bytes;
@@ -235,6 +237,19 @@ static const char *kind_name(cvf_kernel_kind kind)
     return "unknown";
 }
 
+/* Appends the line saying how a planned kernel runs: engine, tiles, K slices, stream. */
+static void describe_schedule(text_sink *sink, const cvf_kernel_info *k)
+{
+    sink_printf(sink, "  %-5s %-10s %24s %9s %10s  runs on: %s", "", "", "", "", "", k->engine);
+    if (k->tile_m > 0)
+        sink_printf(sink, ", tiles %dx%dx%d, %lld tile%s", (int)k->tile_m, (int)k->tile_n, (int)k->tile_k,
+                    (long long)(k->splits > 1 ? k->units / k->splits : k->units),
+                    (k->splits > 1 ? k->units / k->splits : k->units) == 1 ? "" : "s");
+    if (k->splits > 1)
+        sink_printf(sink, " x %d K slices = %lld units", (int)k->splits, (long long)k->units);
+    sink_printf(sink, ", stream %d%s\n", (int)k->stream, k->stream ? " (side stream, joined before return)" : "");
+}
+
 size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
 {
     text_sink sink = {buf, buf ? size : 0, 0};
@@ -262,6 +277,8 @@ size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
                     (double)k->flops * 1e-9, (double)k->bytes * 1e-6, text_or_dash(k->computes));
         if (k->fused && k->fused[0])
             sink_printf(&sink, "  %-5s %-10s %24s %9s %10s  fused epilogue: %s\n", "", "", "", "", "", k->fused);
+        if (k->engine && k->engine[0])
+            describe_schedule(&sink, k);
     }
     sink_printf(&sink, "  total: %.2f MB moved", (double)plan->bytes_total * 1e-6);
     int32_t savings = clamp_count(plan->saving_count, CVF_PLAN_MAX_SAVINGS);
