@@ -46,6 +46,11 @@ cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_options *op
     snprintf(why, size, "cvfuse was built without CUDA (nvcc not found at configure time, or CVF_CUDA=OFF)");
     return CVF_STATUS_UNSUPPORTED;
 }
+
+void cvf_cuda_context_release(cvf_context *ctx)
+{
+    (void)ctx;
+}
 #endif
 
 cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out)
@@ -71,6 +76,7 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
         if (status != CVF_STATUS_SUCCESS) {
             if (getenv("CVF_DEBUG"))
                 fprintf(stderr, "cvfuse: cvf_context_create(cuda, device %d): %s\n", (int)options->device_index, why);
+            cvf_cuda_context_release(ctx);
             free(ctx);
             return status;
         }
@@ -82,6 +88,8 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
                                                                                                  : online_cpus();
     ctx->pool = cvf_threadpool_create(ctx->threads);
     if (!ctx->pool) {
+        if (ctx->device == CVF_DEVICE_CUDA)
+            cvf_cuda_context_release(ctx);
         free(ctx);
         return CVF_STATUS_OUT_OF_MEMORY;
     }
@@ -94,7 +102,8 @@ void cvf_context_destroy(cvf_context *ctx)
     if (!ctx)
         return;
     ctx->backend->workspace_free(ctx->workspace);
-    free(ctx->cuda.tmap_cache);
+    if (ctx->device == CVF_DEVICE_CUDA)
+        cvf_cuda_context_release(ctx);
     cvf_threadpool_destroy(ctx->pool);
     free(ctx);
 }

@@ -80,6 +80,12 @@ typedef struct cvf_cuda_info {
     bool fast;               /* sm_90 and CVF_CUDA_KERNEL != simple: the TMA/wgmma kernel may run */
     const char *last_kernel; /* the kernel the last matmul ran ("sm90", "simple", ...): for tests */
     void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
+    int32_t *sync;           /* device: per lane, the fast kernel's scheduler and split-K words (zero
+                                between launches; allocated and cleared once, at context creation) */
+    int32_t lane;            /* the lane the next kernel is enqueued on: 0 the context's stream,
+                                1, 2 the MLP's side streams (ctx->cuda.stream is that lane's stream) */
+    void *side_streams[2];   /* cudaStream_t of lanes 1, 2: created at the first MLP backward */
+    void *events[4];         /* cudaEvent_t: fork, K1 done, lane 1 done, lane 2 done */
 } cvf_cuda_info;
 
 struct cvf_context {
@@ -114,6 +120,10 @@ static inline size_t cvf_round_up_64(size_t bytes)
  * Returns SUCCESS or UNSUPPORTED with the reason in why. Without CUDA in the build: UNSUPPORTED,
  * "built without CUDA". Defined in src/cuda (or the stub in context.c). */
 cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
+
+/* Releases what cvf_cuda_context_init and later calls made for ctx (streams, events, device
+ * memory, the tensor-map cache); a no-op on other devices and without CUDA. */
+void cvf_cuda_context_release(cvf_context *ctx);
 
 /* Records a formatted message for the last error of ctx and returns status. */
 cvf_status cvf_fail(cvf_context *ctx, cvf_status status, const char *format, ...) __attribute__((format(printf, 3, 4)));

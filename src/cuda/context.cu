@@ -38,11 +38,39 @@ extern "C" cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_
     info->fast = prop.major == 9 && !(kernel && strcmp(kernel, "simple") == 0);
     info->last_kernel = "";
     info->tmap_cache = cvf_cuda_tmap_cache_create(); /* NULL only disables the reuse */
+    /* The fast kernel's scheduler counters and split-K words: cleared once here (synchronously),
+     * left cleared by every launch. Without them the fast kernel is not used. */
+    size_t sync_bytes = sizeof(int32_t) * CVF_CUDA_SYNC_INTS * CVF_CUDA_LANES;
+    if (cudaMalloc((void **)&info->sync, sync_bytes) != cudaSuccess ||
+        cudaMemset(info->sync, 0, sync_bytes) != cudaSuccess) {
+        cudaGetLastError();
+        if (info->sync)
+            cudaFree(info->sync);
+        info->sync = NULL;
+    }
     if (getenv("CVF_DEBUG"))
         fprintf(stderr, "cvfuse: cuda device %d: %s, sm_%d%d, %d SMs, %d KB smem opt-in, fast kernel %s\n",
                 (int)info->device_index, prop.name, prop.major, prop.minor, info->sm_count,
                 info->max_smem_optin / 1024, info->fast ? "on" : "off");
     return CVF_STATUS_SUCCESS;
+}
+
+extern "C" void cvf_cuda_context_release(cvf_context *ctx)
+{
+    cvf_cuda_info *info = &ctx->cuda;
+    for (int i = 0; i < 2; i++)
+        if (info->side_streams[i])
+            cudaStreamDestroy((cudaStream_t)info->side_streams[i]);
+    for (int i = 0; i < 4; i++)
+        if (info->events[i])
+            cudaEventDestroy((cudaEvent_t)info->events[i]);
+    if (info->sync)
+        cudaFree(info->sync); /* waits for the work that may still use it */
+    free(info->tmap_cache);
+    memset(info->side_streams, 0, sizeof info->side_streams);
+    memset(info->events, 0, sizeof info->events);
+    info->sync = NULL;
+    info->tmap_cache = NULL;
 }
 
 extern "C" void *cvf_cuda_workspace_alloc(size_t bytes)

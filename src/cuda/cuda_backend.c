@@ -18,6 +18,8 @@ const cvf_backend cvf_cuda_backend = {
     .matmul = cvf_cuda_matmul,
     .column_sum_workspace = cvf_cuda_column_sum_workspace,
     .column_sum = cvf_cuda_column_sum,
-    .mlp_forward = NULL,  /* the core's composition: two fused GEMMs */
-    .mlp_backward = NULL, /* the core's plan: K1 fused, K2-1..3, K3 (issue 5 fuses further) */
+    .mlp_forward = NULL, /* the core's composition: two fused GEMMs */
+    .mlp_backward = cvf_cuda_mlp_backward,
+    .mlp_intermediate_dtype = cvf_cuda_mlp_intermediate_dtype,
+    .mlp_schedule = cvf_cuda_mlp_schedule,
 };

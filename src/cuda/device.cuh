@@ -81,27 +81,59 @@ __device__ __forceinline__ void dev_store(void *data, int32_t dtype, int64_t ind
 }
 
 /* GELU in the tail-safe sigmoid form of the CPU backend (gemm.c): with u = k (x + c x^3),
- * gelu(x) = x sigmoid(2u), gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2). Accurate expf. */
+ * gelu(x) = x sigmoid(2u), gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2). Both s = sigmoid(2u) and
+ * 1 - s come from one exponential t = exp(-2 |u|) in (0, 1]: r = 1 / (1 + t) and t r are s and
+ * 1 - s in one order or the other, so neither tail cancels and no infinity meets a zero. */
 __device__ __forceinline__ float dev_gelu_u(float x)
 {
     const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
     return k * (x + c * x * x * x);
 }
 
-__device__ __forceinline__ float dev_gelu(float x)
+/* 2^x and 1/x with the hardware's approximations (MUFU: about 2 ulp; subnormal results flush to
+ * zero): no range reduction, no slow path, no branch, so the epilogue's elements interleave. */
+__device__ __forceinline__ float dev_exp2_approx(float x)
 {
-    return x / (1.0f + expf(-2.0f * dev_gelu_u(x)));
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
+__device__ __forceinline__ float dev_rcp_approx(float x)
+{
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* sigmoid(2u) in *s and 1 - sigmoid(2u) in *one_minus_s. t = exp(-2 |u|) is in [0, 1], so
+ * 1 + t is in [1, 2], where the approximate reciprocal is accurate to about an ulp. */
+__device__ __forceinline__ void dev_sigmoid2(float u, float *s, float *one_minus_s)
+{
+    const float minus_2_log2e = -2.8853900817779268f;
+    float t = dev_exp2_approx(minus_2_log2e * fabsf(u));
+    float r = dev_rcp_approx(1.0f + t), tr = t * r;
+    *s = u >= 0.0f ? r : tr;
+    *one_minus_s = u >= 0.0f ? tr : r;
+}
+
+__device__ __forceinline__ float dev_gelu(float x)
+{
+    float s, one_minus_s;
+    dev_sigmoid2(dev_gelu_u(x), &s, &one_minus_s);
+    return x * s;
+}
+
+/* Branch-free: beyond |x| = 1e10 the limit (1 or 0) is selected, since x^2 would overflow
+ * there and s (1 - s) is exactly 0. */
 __device__ __forceinline__ float dev_gelu_derivative(float x)
 {
     const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    if (fabsf(x) > 1e10f)
-        return x > 0.0f ? 1.0f : 0.0f;
-    float u = dev_gelu_u(x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u));
-    float one_minus_s = 1.0f / (1.0f + expf(2.0f * u));
-    return s + 2.0f * x * s * one_minus_s * k * (1.0f + 3.0f * c * x * x);
+    float s, one_minus_s;
+    dev_sigmoid2(dev_gelu_u(x), &s, &one_minus_s);
+    float d = s + 2.0f * x * s * one_minus_s * k * (1.0f + 3.0f * c * x * x);
+    float limit = x > 0.0f ? 1.0f : 0.0f;
+    return fabsf(x) > 1e10f ? limit : d;
 }
 
 /* The activation of the epilogue; aux is aux_in[i, j] (read only for DGELU). */
@@ -130,11 +162,31 @@ cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const c
 /* Host: the Hopper kernel when it can run this call (returns UNSUPPORTED, with nothing enqueued
  * and no message, when it cannot: the caller falls back). Partials are per 16-row slab. */
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                const cvf_epilogue *ep, float *partials);
+                                const cvf_epilogue *ep, float *partials, float *split_partial);
 #define CVF_CUDA_SM90_SLAB 16
 
+/* Host: K slices (1 or 2) the Hopper kernel runs an m x n x k product in on ctx's GPU: 2 when
+ * half-tile units fill the SMs clearly better than whole tiles (few tiles, long K).
+ * CVF_CUDA_SPLITK=1|2 forces it. */
+int cvf_cuda_sm90_splits(const cvf_context *ctx, int64_t m, int64_t n, int64_t k);
+
+/* Host: bytes of split-K exchange memory the Hopper kernel needs for m x n in splits slices. */
+size_t cvf_cuda_sm90_split_bytes(int64_t m, int64_t n, int splits);
+
+/* Split-K is planned only up to this many tiles (the sync block's size). */
+#define CVF_CUDA_MAX_SPLIT_TILES 1024
+/* Ints of one lane's sync block (two scheduler counters, then two words per half tile), and the
+ * lanes: the context's stream (0) and the MLP's side streams (1, 2). */
+#define CVF_CUDA_SYNC_INTS (32 + 4 * CVF_CUDA_MAX_SPLIT_TILES)
+#define CVF_CUDA_LANES 3
+
+/* Host: the tile of the Hopper kernel (for plans). */
+#define CVF_CUDA_SM90_TILE_M 128
+#define CVF_CUDA_SM90_TILE_N 256
+#define CVF_CUDA_SM90_TILE_K 64
+
 /* Host: a context's table of encoded tensor maps (gemm_sm90.cu); free() releases it. */
-#define CVF_CUDA_TMAP_CACHE 16
+#define CVF_CUDA_TMAP_CACHE 32
 void *cvf_cuda_tmap_cache_create(void);
 
 #endif /* CVF_CUDA_DEVICE_CUH */

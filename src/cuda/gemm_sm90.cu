@@ -175,10 +175,36 @@ void *cvf_cuda_tmap_cache_create(void)
     return calloc(1, sizeof(tmap_cache));
 }
 
+int cvf_cuda_sm90_splits(const cvf_context *ctx, int64_t m, int64_t n, int64_t k)
+{
+    int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN), k_tiles = (k + BK - 1) / BK;
+    if (k_tiles < 2 || tiles > CVF_CUDA_MAX_SPLIT_TILES || tiles < 1)
+        return 1;
+    const char *force = getenv("CVF_CUDA_SPLITK"); /* "1" or "2": experiments and tests */
+    if (force && (force[0] == '1' || force[0] == '2') && force[1] == '\0')
+        return force[0] - '0';
+    if (k_tiles < 16)
+        return 1;
+    int64_t sms = ctx->cuda.sm_count > 0 ? ctx->cuda.sm_count : 1;
+    /* Time in whole-tile units: waves of tiles, or waves of half tiles counted as halves. */
+    double one = (double)((tiles + sms - 1) / sms), two = 0.5 * (double)((2 * tiles + sms - 1) / sms);
+    return two < 0.9 * one ? 2 : 1;
+}
+
+size_t cvf_cuda_sm90_split_bytes(int64_t m, int64_t n, int splits)
+{
+    if (splits < 2)
+        return 0;
+    int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    return sizeof(float) * (size_t)tiles * 2 * HALF_TILE_FLOATS;
+}
+
 
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                const cvf_epilogue *ep, float *partials)
+                                const cvf_epilogue *ep, float *partials, float *split_partial)
 {
+    if (!ctx->cuda.sync)
+        return CVF_STATUS_UNSUPPORTED;
     if (a->dtype != b->dtype || (a->dtype != CVF_F16 && a->dtype != CVF_BF16))
         return CVF_STATUS_UNSUPPORTED;
     int64_t m = c->rows, n = c->cols, k = a->cols;
@@ -210,11 +236,21 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     p.activation = (int32_t)ep->activation;
     p.bias = dev_vec_of(ep->bias);
     p.aux_in = dev_mat_of(ep->aux_in);
+    p.aux_packed = ep->aux_in && ep->aux_in->dtype != CVF_F32 && ep->aux_in->col_stride == 1 &&
+                   ep->aux_in->row_stride % 2 == 0 && (uintptr_t)ep->aux_in->data % 4 == 0;
     p.c = make_out(ctx, c, &maps[2]);
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
     int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
-    int grid = (int)(tiles < ctx->cuda.sm_count ? tiles : ctx->cuda.sm_count);
+    p.splits = cvf_cuda_sm90_splits(ctx, m, n, k);
+    if (tiles * p.splits > INT32_MAX - 4096)
+        return CVF_STATUS_UNSUPPORTED;
+    p.units = (int32_t)(tiles * p.splits);
+    p.sync = ctx->cuda.sync + (size_t)ctx->cuda.lane * CVF_CUDA_SYNC_INTS;
+    p.split_partial = split_partial;
+    if (p.splits > 1 && !split_partial)
+        return CVF_STATUS_UNSUPPORTED;
+    int grid = (int)(p.units < ctx->cuda.sm_count ? p.units : ctx->cuda.sm_count);
     cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, la, lb, maps, p, grid) : cvf_sm90_launch_f16(ctx, la, lb, maps, p, grid);
     if (status == CVF_STATUS_SUCCESS && ep->bias_grad)
         status = cvf_cuda_combine_partials(ctx, partials, (m + CVF_CUDA_SM90_SLAB - 1) / CVF_CUDA_SM90_SLAB, n,

@@ -30,8 +30,12 @@ constexpr int SLOT_BYTES = 64 * 64;
 #endif
 constexpr int SLOTS = CVF_SM90_SLOTS;
 constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
+/* After the barriers: the unit id of each stage (set by the producer with the first K-slice of a
+ * unit, -1: no more work) and one exchange word per consumer warpgroup (split-K). */
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
-                           2 * STAGES * 8;
+                           2 * STAGES * 8 + 4 * STAGES + 8;
+/* Accumulators of one consumer warpgroup's half tile, as the split-K exchange stores them. */
+constexpr int HALF_TILE_FLOATS = 128 * 128;
 
 #include "cuda/wgmma_n256.inc"
 
@@ -51,7 +55,23 @@ struct sm90_params {
     dev_mat aux_in;
     out_desc c, aux_out;
     float *partials;
+    /* Work units: tiles x splits, handed out in order by an atomic counter (dynamic persistent
+     * scheduling, so that CTAs that start late, behind another stream's kernel, take less work).
+     * splits 2: each tile's K range in two halves; the half that finishes second adds the first
+     * one's accumulators (one IEEE addition, commutative: bit-identical whichever finished first)
+     * and runs the epilogue. */
+    int32_t splits, units;
+    int32_t aux_packed; /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned:
+                           the epilogue prefetches it as 16-bit pairs (see load_aux_pairs) */
+    int32_t *sync;        /* [0] next unit, [1] CTAs done, [SYNC_SEMS + 2 h], [.. + 1]: half tile h's
+                             arrival count and ready flag. Zero at launch; the kernel leaves it zero. */
+    float *split_partial; /* [tile][2 halves][HALF_TILE_FLOATS] when splits == 2 */
 };
+
+/* Layout of a lane's sync block (ints): two counters, then two words per half tile. */
+constexpr int SYNC_SEMS = 32;
+static_assert(CVF_CUDA_SYNC_INTS == SYNC_SEMS + 2 * 2 * CVF_CUDA_MAX_SPLIT_TILES, "sync block layout");
+static_assert(BM == CVF_CUDA_SM90_TILE_M && BN == CVF_CUDA_SM90_TILE_N && BK == CVF_CUDA_SM90_TILE_K, "tile");
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
@@ -164,6 +184,23 @@ __device__ __forceinline__ void fence_acc(float (&acc)[128])
         asm volatile("" : "+f"(acc[i])::"memory");
 }
 
+__device__ __forceinline__ int32_t ld_acquire(const int32_t *p)
+{
+    int32_t v;
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void st_release(int32_t *p, int32_t v)
+{
+    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* A work unit: its output tile and K-slice range [kt0, kt1). */
+struct unit_work {
+    int32_t tm, tn, kt0, kt1, tile, split;
+};
+
 /* The tile at position t of the grouped order. */
 __device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t tiles_n, int32_t *tm, int32_t *tn)
 {
@@ -174,6 +211,61 @@ __device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t 
     int32_t in_group = t - group * per_group;
     *tm = first + in_group % rows;
     *tn = in_group / rows;
+}
+
+/* Unit u: tile u / splits (both halves of a tile are handed out one after the other, so they run
+ * at the same time and the second waits little for the first's accumulators), K half u % splits. */
+__device__ __forceinline__ unit_work unit_of(const sm90_params &p, int32_t u)
+{
+    unit_work w;
+    w.tile = u / p.splits;
+    w.split = u - w.tile * p.splits;
+    tile_coords(w.tile, p.tiles_m, p.tiles_n, &w.tm, &w.tn);
+    int32_t half = p.k_tiles / 2;
+    w.kt0 = p.splits == 1 ? 0 : w.split == 0 ? 0 : half;
+    w.kt1 = p.splits == 1 ? p.k_tiles : w.split == 0 ? half : p.k_tiles;
+    return w;
+}
+
+/*
+ * Split-K exchange of one consumer warpgroup's half tile h (this thread's 128 accumulators):
+ * the first of the two K halves to finish stores its accumulators and raises the ready flag;
+ * the second waits for the flag, adds them into its own and returns true (it runs the
+ * epilogue), resetting the words for the next launch. The first returns false. Only the writer
+ * (running) is ever waited for, so no launch order or residency can deadlock it.
+ */
+__device__ __forceinline__ bool split_exchange(const sm90_params &p, float (&acc)[128], int32_t h, int wg, int t,
+                                               volatile int32_t *xchg)
+{
+    int32_t *count = p.sync + SYNC_SEMS + 2 * h, *ready = count + 1;
+    float *part = p.split_partial + (size_t)h * HALF_TILE_FLOATS;
+    if (t == 0)
+        xchg[wg] = atomicAdd(count, 1);
+    named_barrier(1 + wg, 128);
+    const bool first = xchg[wg] == 0;
+    if (first) {
+#pragma unroll
+        for (int i = 0; i < 128; i++)
+            __stcg(part + i * 128 + t, acc[i]);
+        __threadfence();
+        named_barrier(1 + wg, 128);
+        if (t == 0)
+            st_release(ready, 1);
+        return false;
+    }
+    if (t == 0)
+        while (ld_acquire(ready) == 0)
+            ;
+    named_barrier(1 + wg, 128);
+    __threadfence();
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc[i] += __ldcg(part + i * 128 + t);
+    if (t == 0) {
+        *count = 0;
+        *ready = 0;
+    }
+    return true;
 }
 
 /* A consumer warpgroup's output staging: its ring of SLOTS boxes in shared memory and the count
@@ -289,11 +381,47 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
     }
 }
 
-/* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. */
+/*
+ * aux_in (GELU''s saved input) for two chunks of this thread's fragment, as packed 16-bit pairs
+ * [chunk][8-column block jb][row half h] (the pair is columns j, j + 1 of one row). All 16 loads
+ * are issued together, one chunk pair ahead of their use (and the first pair before the tile's
+ * last wgmma completes), so the epilogue waits for memory once per tile, not once per element.
+ */
+__device__ __forceinline__ void load_aux_pairs(const sm90_params &p, uint32_t (&v)[16], int64_t row0, int64_t col0,
+                                               int t)
+{
+    const int warp = t / 32, lane = t % 32;
+    const int64_t i0 = row0 + warp * 16 + lane / 4;
+    const unsigned short *base = static_cast<const unsigned short *>(p.aux_in.data);
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int64_t i = i0 + 8 * h, j = col0 + c * CHUNK + jb * 8 + 2 * (lane % 4);
+                uint32_t x = 0;
+                if (i < p.m && j < p.n) {
+                    const unsigned short *e = base + i * p.aux_in.rs + j;
+                    x = j + 1 < p.n ? __ldg(reinterpret_cast<const unsigned int *>(e)) : (uint32_t)__ldg(e);
+                }
+                v[c * 8 + jb * 2 + h] = x;
+            }
+}
+
+/* Element e (0: column j, 1: j + 1) of a packed pair of dtype (f16 or bf16) as fp32. */
+__device__ __forceinline__ float unpack_aux(uint32_t pair, int e, int32_t dtype)
+{
+    const unsigned short bits = (unsigned short)(e ? pair >> 16 : pair & 0xFFFFu);
+    return dtype == CVF_BF16 ? __uint_as_float((uint32_t)bits << 16) : __half2float(__ushort_as_half(bits));
+}
+
+/* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. aux: the
+ * prefetched aux_in pairs of this chunk and the next (used when p.aux_packed). */
 template <int CH>
 __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUtensorMap *map_c,
                                                const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
-                                               int t, int64_t row0, int64_t col0)
+                                               int t, int64_t row0, int64_t col0, const uint32_t (&aux)[16])
 {
     const int warp = t / 32, lane = t % 32;
     const int64_t i0 = row0 + warp * 16 + lane / 4;
@@ -326,6 +454,15 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
             acc[CH * 16 + q] = dev_gelu(acc[CH * 16 + q]);
         break;
     case CVF_ACTIVATION_DGELU_TANH:
+        if (p.aux_packed) {
+#pragma unroll
+            for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+                for (int q = 0; q < 4; q++)
+                    acc[CH * 16 + jb * 4 + q] *=
+                        dev_gelu_derivative(unpack_aux(aux[CH * 8 + jb * 2 + q / 2], q & 1, p.aux_in.dtype));
+            break;
+        }
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
@@ -365,12 +502,19 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
  * are dead afterwards: the next tile's first wgmma does not read them (scale-d 0). */
 __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtensorMap *map_c,
                                               const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
-                                              int t, int64_t row0, int64_t col0)
+                                              int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16])
 {
+    const bool prefetch = p.aux_packed && p.activation == CVF_ACTIVATION_DGELU_TANH;
 #pragma unroll 1
     for (int ch = 0; ch < BN / CHUNK; ch += 2) { /* two chunks per iteration: 3 x 96 moves, not 7 x 112 */
-        epilogue_chunk<0>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK);
-        epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK);
+        uint32_t aux[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            aux[i] = aux_next[i];
+        if (prefetch && ch + 2 < BN / CHUNK)
+            load_aux_pairs(p, aux_next, row0, col0 + (ch + 2) * CHUNK, t);
+        epilogue_chunk<0>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux);
+        epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux);
         if (ch + 2 < BN / CHUNK) {
 #pragma unroll
             for (int i = 0; i < 128 - 32; i++)
@@ -394,6 +538,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     unsigned char *staging = ring_b + STAGES * B_STAGE;
     uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
     const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + STAGES);
+    volatile int32_t *stage_unit = reinterpret_cast<volatile int32_t *>(bars + 2 * STAGES);
+    volatile int32_t *xchg = stage_unit + STAGES;
 
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -406,7 +552,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     __syncthreads();
 
-    const int32_t tiles = p.tiles_m * p.tiles_n;
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
@@ -414,11 +559,22 @@ __global__ void __launch_bounds__(THREADS, 1)
             asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
             int stage = 0;
             uint32_t phase = 0;
-            for (int32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-                int32_t tm, tn;
-                tile_coords(tile, p.tiles_m, p.tiles_n, &tm, &tn);
-                for (int32_t kt = 0; kt < p.k_tiles; kt++) {
-                    mbar_wait(empty0 + 8 * stage, phase ^ 1);
+            for (;;) {
+                /* A unit is taken only once a stage is free for it: a CTA never holds work it
+                 * cannot start, so CTAs that start late (behind another stream's kernel) take less. */
+                mbar_wait(empty0 + 8 * stage, phase ^ 1);
+                const int32_t u = atomicAdd(p.sync, 1);
+                if (u >= p.units) {
+                    stage_unit[stage] = -1;
+                    mbar_arrive(full0 + 8 * stage); /* the consumers read -1 and stop */
+                    break;
+                }
+                stage_unit[stage] = u; /* published by the arrive below (release.cta) */
+                const unit_work w = unit_of(p, u);
+                const int32_t tm = w.tm, tn = w.tn;
+                for (int32_t kt = w.kt0; kt < w.kt1; kt++) {
+                    if (kt != w.kt0)
+                        mbar_wait(empty0 + 8 * stage, phase ^ 1);
                     uint32_t full = full0 + 8 * stage;
                     mbar_expect_tx(full, A_STAGE + B_STAGE);
                     uint32_t a_dst = smem_addr(ring_a + stage * A_STAGE);
@@ -441,6 +597,12 @@ __global__ void __launch_bounds__(THREADS, 1)
                         phase ^= 1;
                     }
                 }
+            }
+            /* The last CTA to finish taking units resets the counters for the next launch. */
+            __threadfence();
+            if (atomicAdd(p.sync + 1, 1) == (int32_t)gridDim.x - 1) {
+                p.sync[0] = 0;
+                p.sync[1] = 0;
             }
         }
         return;
@@ -466,12 +628,17 @@ __global__ void __launch_bounds__(THREADS, 1)
         acc[i] = 0.0f;
     int stage = 0;
     uint32_t phase = 0;
-    for (int32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-        int32_t tm, tn;
-        tile_coords(tile, p.tiles_m, p.tiles_n, &tm, &tn);
+    for (;;) {
+        mbar_wait(full0 + 8 * stage, phase); /* the next unit's first K-slice, or the stop */
+        const int32_t u = stage_unit[stage];
+        if (u < 0)
+            break;
+        const unit_work w = unit_of(p, u);
+        const int32_t tm = w.tm, tn = w.tn;
         int prev = -1;
-        for (int32_t kt = 0; kt < p.k_tiles; kt++) {
-            mbar_wait(full0 + 8 * stage, phase);
+        for (int32_t kt = w.kt0; kt < w.kt1; kt++) {
+            if (kt != w.kt0)
+                mbar_wait(full0 + 8 * stage, phase);
             uint32_t a_base = smem_addr(ring_a + stage * A_STAGE) + wg * 8192;
             uint32_t b_base = smem_addr(ring_b + stage * B_STAGE);
             fence_acc(acc);
@@ -481,9 +648,9 @@ __global__ void __launch_bounds__(THREADS, 1)
                 uint64_t da = A_MN ? make_desc(a_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(a_base + kk * 32, 16, 1024);
                 uint64_t db = B_MN ? make_desc(b_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(b_base + kk * 32, 16, 1024);
                 if (DT == 0)
-                    wgmma_m64n256k16_f16<A_MN, B_MN>(acc, da, db, kt > 0 || kk > 0);
+                    wgmma_m64n256k16_f16<A_MN, B_MN>(acc, da, db, kt > w.kt0 || kk > 0);
                 else
-                    wgmma_m64n256k16_bf16<A_MN, B_MN>(acc, da, db, kt > 0 || kk > 0);
+                    wgmma_m64n256k16_bf16<A_MN, B_MN>(acc, da, db, kt > w.kt0 || kk > 0);
             }
             wgmma_commit();
             fence_acc(acc);
@@ -499,11 +666,24 @@ __global__ void __launch_bounds__(THREADS, 1)
                 phase ^= 1;
             }
         }
+        uint32_t aux[16]; /* the first two chunks' aux_in, loaded while the last wgmmas run */
+#pragma unroll
+        for (int i = 0; i < 16; i++)
+            aux[i] = 0;
+        const bool prefetch = p.aux_packed && p.activation == CVF_ACTIVATION_DGELU_TANH;
+        if (prefetch && p.splits == 1)
+            load_aux_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
         wgmma_wait<0>();
         fence_acc(acc);
         if (t == 0)
             mbar_arrive(empty0 + 8 * prev);
-        epilogue_tile(p, &map_c, &map_aux, acc, st, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN);
+        if (p.splits > 1) { /* whichever K half finishes second runs the epilogue */
+            if (!split_exchange(p, acc, 2 * w.tile + wg, wg, t, xchg))
+                continue;
+            if (prefetch)
+                load_aux_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
+        }
+        epilogue_tile(p, &map_c, &map_aux, acc, st, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, aux);
     }
     if (t == 0)
         bulk_wait_all(); /* the staging buffers stay until the last stores have read them */

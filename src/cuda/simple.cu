@@ -6,7 +6,8 @@
  *    fast kernel (device.cuh). It runs every call the Hopper kernel cannot take, and every call
  *    under CVF_CUDA_KERNEL=simple: the oracle to debug the fast kernel against.
  *  - column sums and the bias-gradient combine: per-slab partial sums, then one pass that adds
- *    the slabs of each column in slab order (double). Fixed order: bit-identical run to run.
+ *    the slabs of each column in a fixed order (double; see combine_kernel): bit-identical run
+ *    to run.
  */
 #include <cuda_runtime.h>
 
@@ -71,30 +72,65 @@ __global__ void __launch_bounds__(SIMPLE_COLS *SIMPLE_THREAD_ROWS) simple_gemm_k
     }
 }
 
-/* partials[s][j] = sum of rows [s * slab, (s + 1) * slab) of column j of x. */
+/* partials[s][j] = sum of rows [s * slab, (s + 1) * slab) of column j of x, in row order. */
 __global__ void column_partials_kernel(dev_mat x, int64_t rows, int64_t cols, int64_t slab, float *partials)
 {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t s = blockIdx.y;
     if (j >= cols)
         return;
-    int64_t end = (s + 1) * slab < rows ? (s + 1) * slab : rows;
+    int64_t end = (s + 1) * slab < rows ? (s + 1) * slab : rows, i = s * slab;
     float sum = 0.0f;
-    for (int64_t i = s * slab; i < end; i++)
+    for (; i + 8 <= end; i += 8) { /* 8 loads in flight, then added in row order */
+        float v[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            v[q] = dev_load(x.data, x.dtype, (i + q) * x.rs + j * x.cs);
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            sum += v[q];
+    }
+    for (; i < end; i++)
         sum += dev_load(x.data, x.dtype, i * x.rs + j * x.cs);
     partials[s * cols + j] = sum;
 }
 
-/* out[j] = sum over slabs, in order, in double; rounded once to out's dtype. */
-__global__ void combine_kernel(const float *partials, int64_t slabs, int64_t n, dev_vec out)
+enum { COMBINE_COLS = 32, COMBINE_GROUPS = 16 };
+
+/* out[j] = the sum of partials[s][j] over the slabs, in double, rounded once to out's dtype. A
+ * block takes 32 columns; group g of its 16 adds slabs g, g + 16, ... in order, then the group
+ * sums are added in group order: a fixed order for a given slab count (bit-identical run to run).
+ * Each thread keeps 8 loads in flight: the slabs are many (one per 16 rows of a GEMM), and one
+ * load at a time would wait on memory latency for each. */
+__global__ void __launch_bounds__(COMBINE_COLS *COMBINE_GROUPS)
+    combine_kernel(const float *partials, int64_t slabs, int64_t n, dev_vec out)
 {
-    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n)
-        return;
+    __shared__ double group_sum[COMBINE_GROUPS][COMBINE_COLS];
+    const int64_t j = (int64_t)blockIdx.x * COMBINE_COLS + threadIdx.x;
     double sum = 0.0;
-    for (int64_t s = 0; s < slabs; s++)
-        sum += partials[s * n + j];
-    dev_store(out.data, out.dtype, j * out.stride, (float)sum);
+    if (j < n) {
+        const int64_t step = COMBINE_GROUPS;
+        int64_t s = threadIdx.y;
+        for (; s + 7 * step < slabs; s += 8 * step) { /* 8 loads in flight, added in slab order */
+            float v[8];
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                v[q] = __ldg(partials + (s + q * step) * n + j);
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                sum += v[q];
+        }
+        for (; s < slabs; s += step)
+            sum += __ldg(partials + s * n + j);
+    }
+    group_sum[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y != 0 || j >= n)
+        return;
+    double total = 0.0;
+    for (int g = 0; g < COMBINE_GROUPS; g++)
+        total += group_sum[g][threadIdx.x];
+    dev_store(out.data, out.dtype, j * out.stride, (float)total);
 }
 
 static int64_t ceil_div(int64_t x, int64_t y)
@@ -108,7 +144,8 @@ cvf_status cvf_cuda_combine_partials(cvf_context *ctx, const float *partials, in
     if (n == 0)
         return CVF_STATUS_SUCCESS;
     cudaStream_t stream = (cudaStream_t)ctx->cuda.stream;
-    combine_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, stream>>>(partials, slabs, n, dev_vec_of(out));
+    combine_kernel<<<(unsigned)ceil_div(n, COMBINE_COLS), dim3(COMBINE_COLS, COMBINE_GROUPS), 0, stream>>>(
+        partials, slabs, n, dev_vec_of(out));
     return cvf_cuda_check(ctx, cudaGetLastError(), "bias-gradient combine kernel launch");
 }
 
@@ -141,28 +178,30 @@ cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const c
     return status;
 }
 
-enum { SUM_SLAB = 256 };
+/* Rows per column-sum slab: 64 (many short chains in flight), more when the grid's 65535 rows
+ * of blocks would not cover x. */
+static int64_t sum_slab(int64_t rows)
+{
+    return rows > 64 * (int64_t)65535 ? ceil_div(rows, 65535) : 64;
+}
 
 extern "C" size_t cvf_cuda_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 {
     (void)ctx;
-    return cvf_round_up_64(sizeof(float) * (size_t)(ceil_div(x->rows, SUM_SLAB) * x->cols));
+    return cvf_round_up_64(sizeof(float) * (size_t)(ceil_div(x->rows, sum_slab(x->rows)) * x->cols));
 }
 
 extern "C" cvf_status cvf_cuda_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out,
                                           void *workspace)
 {
-    int64_t slabs = ceil_div(x->rows, SUM_SLAB);
-    if (slabs > 65535)
-        return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "x: %lld rows exceed the CUDA column-sum grid",
-                        (long long)x->rows);
+    const int64_t slab = sum_slab(x->rows), slabs = ceil_div(x->rows, slab);
     if (x->cols == 0)
         return CVF_STATUS_SUCCESS;
     float *partials = (float *)workspace;
     if (slabs > 0) {
         dim3 grid((unsigned)ceil_div(x->cols, 256), (unsigned)slabs);
         column_partials_kernel<<<grid, 256, 0, (cudaStream_t)ctx->cuda.stream>>>(dev_mat_of(x), x->rows, x->cols,
-                                                                                SUM_SLAB, partials);
+                                                                                slab, partials);
         cvf_status status = cvf_cuda_check(ctx, cudaGetLastError(), "column-sum kernel launch");
         if (status != CVF_STATUS_SUCCESS)
             return status;
