@@ -621,3 +621,96 @@ support_matmul_case support_make_matmul_case(int64_t m, int64_t n, int64_t k, co
     c.seed = seed;
     return c;
 }
+
+/* ---- per-element bounds -------------------------------------------------------------------- */
+
+double support_unit_roundoff(cvf_dtype dtype)
+{
+    switch (dtype) {
+    case CVF_F32: return ldexp(1.0, -24);
+    case CVF_F16: return ldexp(1.0, -11);
+    case CVF_BF16: return ldexp(1.0, -8);
+    case CVF_F64: return ldexp(1.0, -53);
+    }
+    return 1.0;
+}
+
+double support_underflow_floor(cvf_dtype dtype)
+{
+    switch (dtype) {
+    case CVF_F32: return ldexp(1.0, -150);
+    case CVF_F16: return ldexp(1.0, -25);
+    case CVF_BF16: return ldexp(1.0, -134);
+    case CVF_F64: return 0.0;
+    }
+    return 0.0;
+}
+
+cvf_matrix support_vector_as_row(const cvf_vector *v)
+{
+    cvf_matrix m = {v->data, v->dtype, 1, v->length, v->length * v->stride, v->stride};
+    return m;
+}
+
+/* Returns |got - want| / bound for one element: 0 when equal (NaN matching NaN, or equal
+ * infinities), +Inf for a non-finite mismatch, and for any difference where the bound is 0. */
+static double bounded_ratio(double got, double want, double bound)
+{
+    if (got == want || (isnan(got) && isnan(want)))
+        return 0.0;
+    if (!isfinite(got) || !isfinite(want))
+        return INFINITY;
+    double diff = fabs(got - want);
+    return bound > 0.0 ? diff / bound : INFINITY;
+}
+
+void support_compare_bounded(const cvf_matrix *got, const cvf_matrix *want, const cvf_matrix *bound,
+                             support_bound_report *report)
+{
+    support_bound_report r = {0, -1, -1, -1, -1, 0.0, 0.0, 0.0, -1.0};
+    for (int64_t i = 0; i < got->rows; i++)
+        for (int64_t j = 0; j < got->cols; j++) {
+            double g = cvft_matrix_get(got, i, j), w = cvft_matrix_get(want, i, j), b = cvft_matrix_get(bound, i, j);
+            double ratio = bounded_ratio(g, w, b);
+            if (ratio > 1.0) {
+                if (r.violations++ == 0) {
+                    r.first_i = i;
+                    r.first_j = j;
+                }
+            }
+            if (ratio > r.worst_ratio) {
+                r.worst_ratio = ratio;
+                r.worst_i = i;
+                r.worst_j = j;
+                r.worst_got = g;
+                r.worst_want = w;
+                r.worst_bound = b;
+            }
+        }
+    if (r.worst_ratio < 0.0)
+        r.worst_ratio = 0.0;
+    *report = r;
+}
+
+bool support_check_bounded(const char *label, const char *name, const cvf_matrix *got, const cvf_matrix *want,
+                           const cvf_matrix *bound, support_bound_report *report)
+{
+    support_bound_report r;
+    support_compare_bounded(got, want, bound, &r);
+    if (report)
+        *report = r;
+    if (r.violations == 0)
+        return CHECK(true, "%s", name);
+    double first_got = cvft_matrix_get(got, r.first_i, r.first_j);
+    double first_want = cvft_matrix_get(want, r.first_i, r.first_j);
+    return CHECK(
+        false,
+        "%s: output %s (%s, %lld x %lld): %lld of %lld elements outside their error bound; first [%lld, %lld]: "
+        "got %.9g, want %.9g, |diff| %.3g > bound %.3g; worst [%lld, %lld]: got %.9g, want %.9g, |diff| %.3g "
+        "= %.3g x bound %.3g",
+        label, name, cvf_dtype_name(got->dtype), (long long)got->rows, (long long)got->cols, (long long)r.violations,
+        (long long)(got->rows * got->cols), (long long)r.first_i, (long long)r.first_j, first_got, first_want,
+        fabs(first_got - first_want), cvft_matrix_get(bound, r.first_i, r.first_j), (long long)r.worst_i,
+        (long long)r.worst_j, r.worst_got, r.worst_want, fabs(r.worst_got - r.worst_want), r.worst_ratio,
+        r.worst_bound);
+}

@@ -229,4 +229,39 @@ void support_matmul_teardown(support_matmul_fixture *f);
  * reference computed on reference, tears down. Returns whether every check passed. */
 bool support_matmul_compare(const support_matmul_case *c, cvf_context *ctx, cvf_context *reference);
 
+/* ---- per-element bounds -------------------------------------------------------------------- */
+
+/* The unit roundoff of dtype (the largest relative error of one rounding to nearest):
+ * 2^-24 (f32), 2^-11 (f16), 2^-8 (bf16), 2^-53 (f64). */
+double support_unit_roundoff(cvf_dtype dtype);
+
+/* Half the smallest subnormal of dtype: the largest absolute error of rounding a value near zero
+ * (f32 2^-150, f16 2^-25, bf16 2^-134, f64 2^-1075 as 0). */
+double support_underflow_floor(cvf_dtype dtype);
+
+/* A (1 x length) matrix view of a vector's elements (same memory). */
+cvf_matrix support_vector_as_row(const cvf_vector *v);
+
+/* The outcome of comparing an output with its float64 answer element by element. */
+typedef struct support_bound_report {
+    int64_t violations;       /* elements with |got - want| > bound (a NaN or infinite got where want
+                                 is finite counts, as does poison: an unwritten element) */
+    int64_t first_i, first_j; /* the first violation in row-major order (-1 when none) */
+    int64_t worst_i, worst_j; /* the element with the largest |got - want| / bound (-1 for an empty view) */
+    double worst_got, worst_want, worst_bound;
+    double worst_ratio; /* |got - want| / bound there (+Inf for a non-finite got) */
+} support_bound_report;
+
+/* Compares every element of got (any dtype) with want and bound (same shape, any dtype: usually
+ * dense f64) and fills *report. A NaN want accepts only a NaN got. */
+void support_compare_bounded(const cvf_matrix *got, const cvf_matrix *want, const cvf_matrix *bound,
+                             support_bound_report *report);
+
+/* CHECKs that every element of got is within its bound (support_compare_bounded). The failure
+ * message names label, the output's name, dtype and shape, the number of violations, the first one
+ * and the worst one: index, got, want, |got - want| and the bound. Fills *report when not NULL.
+ * Returns whether it passed. */
+bool support_check_bounded(const char *label, const char *name, const cvf_matrix *got, const cvf_matrix *want,
+                           const cvf_matrix *bound, support_bound_report *report);
+
 #endif /* CVF_TESTS_SUPPORT_H */

@@ -5,10 +5,13 @@
 # strict option parsing, small checked runs of every op in every dtype, the --json format,
 # .npy round trips (--outputs then --inputs, the dtype taken from the files), hand-written .npy
 # files (Fortran order, '<f8'), malformed, mismatched and mixed-dtype files, a failed library call,
-# bench (its baseline, or "none" in a build without OpenBLAS; the peak) and explain. Small shapes
+# bench (its baseline, or "none" in a build without OpenBLAS; the peak) and explain (also
+# --device cuda: the CUDA plan with a GPU, a one-line runtime failure without one). Small shapes
 # only: runs in seconds, also under AddressSanitizer. Prints
 # "test_cli: N passed, M failed" last; exits 1 on any failure.
 set -u
+# CVF_DEBUG makes the library print on stderr, which several checks demand be empty.
+unset CVF_DEBUG
 
 CLI=${1:?usage: test_cli.sh PATH_TO_CVFUSE}
 TMP=$(mktemp -d)
@@ -176,6 +179,9 @@ test_usage_errors() {
     expect_usage "--device cuda outside bench" matmul-relu "--device: 'cuda' is not one of cpu, reference" \
         matmul-relu --device cuda
     expect_usage "bench --device bad" bench "--device: 'tpu' is not one of cpu, reference, cuda" bench --device tpu
+    expect_usage "explain --device bad" explain "--device: 'tpu' is not one of cpu, reference, cuda" explain --device tpu
+    expect_usage "--device cuda on an op" mlp-backward "--device: 'cuda' is not one of cpu, reference" \
+        mlp-backward --device cuda
     expect_usage "bench --suite bad" bench "--suite: 'gpu' is not one of cpu" bench --suite gpu
     expect_usage "bench --suite with --op" bench "--op does not apply to --suite" bench --suite cpu --op gemm
     expect_usage "bench --suite with a shape" bench "--m does not apply to --suite" bench --suite cpu --m 4
@@ -529,6 +535,78 @@ test_bench_explain() {
     run explain --S 64 --H 32 --I 128 --dtype bf16
     expect_rc 0 "explain with a shape"
     expect_has "S=64 H=32 I=128, bf16" "$OUT" "explain shape and dtype"
+    run explain --json
+    expect_true "explain --json kernel keys (cpu: no schedule)" explain_kernels_check cpu
+    test_explain_cuda
+}
+
+# explain_kernels_check DEVICE: the kernels of the explain JSON object in the last stdout have
+# exactly the documented keys (python3; skipped without it). DEVICE cpu: no schedule (engine "",
+# zeros); cuda: 5 kernels, every GEMM with an engine, tiles, units = tiles x splits, splits 1 or 2,
+# and every kernel on stream 0, 1 or 2.
+explain_kernels_check() {
+    [ "$HAVE_PYTHON" = 1 ] || return 0
+    python3 - "$TMP/out" "$1" <<'EOF'
+import json, sys
+path, device = sys.argv[1], sys.argv[2]
+o = json.loads(open(path).read())
+keys = sorted("name kind computes fused m n k flops bytes engine tile_m tile_n tile_k splits units stream".split())
+if o["device"] != device:
+    sys.exit("device %r, expected %r" % (o["device"], device))
+for k in o["kernels"]:
+    if sorted(k) != keys:
+        sys.exit("kernel keys %s, expected %s" % (sorted(k), keys))
+    schedule = (k["engine"], k["tile_m"], k["tile_n"], k["tile_k"], k["splits"], k["units"], k["stream"])
+    if device == "cpu":
+        if schedule != ("", 0, 0, 0, 0, 0, 0):
+            sys.exit("a cpu kernel with a schedule: %s" % k)
+        continue
+    if not 0 <= k["stream"] <= 2:
+        sys.exit("stream out of 0..2: %s" % k)
+    if k["kind"] == "reduction":
+        continue
+    tiles = -(-k["m"] // max(k["tile_m"], 1)) * -(-k["n"] // max(k["tile_n"], 1))
+    if not (k["engine"] and k["tile_m"] > 0 and k["tile_n"] > 0 and k["tile_k"] > 0 and k["splits"] in (1, 2)
+            and k["units"] == tiles * k["splits"]):
+        sys.exit("a GEMM without a consistent schedule: %s" % k)
+if device == "cuda" and len(o["kernels"]) != 5:
+    sys.exit("%d kernels, expected 5" % len(o["kernels"]))
+EOF
+}
+
+# explain --device cuda: with a GPU, the CUDA plan with its schedule ("runs on:" lines, the JSON
+# fields); without one, or in a build without CUDA, exit 1 with the reason on one line of stderr and
+# nothing on stdout (CVF_DEBUG=1 adds the library's own line).
+test_explain_cuda() {
+    run explain --device cuda --S 12608 --dtype bf16
+    if [ "$RC" -eq 0 ]; then
+        echo "test_cli: explain --device cuda: a GPU is present, checking the CUDA plan" >&2
+        expect_has "on the cuda device: S=12608 H=768 I=3072, bf16" "$OUT" "explain --device cuda: device and shape"
+        expect_has "runs on: " "$OUT" "explain --device cuda: the schedule lines"
+        run explain --device cuda --S 12608 --dtype bf16 --json
+        expect_rc 0 "explain --device cuda --json"
+        expect_has '"device":"cuda"' "$OUT" "explain --device cuda --json device"
+        expect_true "explain --device cuda --json schedule" explain_kernels_check cuda
+        return
+    fi
+    echo "test_cli: explain --device cuda: no usable GPU, checking the failure" >&2
+    expect_rc 1 "explain --device cuda without a usable GPU is a runtime failure"
+    expect_has "cvfuse explain: --device cuda: cvf_context_create failed: unsupported: " "$ERR" \
+        "explain --device cuda: the failed call and its status"
+    case "$ERR" in
+    *"built without CUDA"* | *"CUDA device"*) pass ;;
+    *) fail "explain --device cuda: no reason named: $ERR" ;;
+    esac
+    local lines
+    lines=$(printf '%s\n' "$ERR" | wc -l)
+    if [ "$lines" -eq 1 ]; then pass; else fail "explain --device cuda: the failure is not one line: $ERR"; fi
+    if [ -z "$OUT" ]; then pass; else fail "explain --device cuda failing wrote to stdout: $OUT"; fi
+    run explain --device cuda --json
+    expect_rc 1 "explain --device cuda --json without a usable GPU"
+    if [ -z "$OUT" ]; then pass; else fail "explain --device cuda --json failing wrote to stdout: $OUT"; fi
+    CVF_DEBUG=1 run explain --device cuda
+    expect_rc 1 "explain --device cuda under CVF_DEBUG"
+    expect_has "cvf_context_create(cuda, device 0): " "$ERR" "CVF_DEBUG=1: the library says why"
 }
 
 test_help

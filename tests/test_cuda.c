@@ -9,11 +9,17 @@
  * Each case that the Hopper kernel can take runs twice: on the fast path (and the test checks it
  * ran there) and on the simple kernel (a context created under CVF_CUDA_KERNEL=simple). Bias
  * gradients must be bit-identical between two runs. Also: error statuses on a CUDA context,
- * column sums, the MLP forward and backward against the CPU, and one 4096^3 product checked at
- * sampled elements.
+ * column sums, one 4096^3 product checked at sampled elements, and the MLP forward and backward:
+ * every output against the reference, element by element within a derived error bound, run
+ * twice bit-identical, on a non-blocking user stream synchronised alone, captured into a CUDA
+ * graph; and the CUDA plan's schedule fields (see the MLP section's comment).
  *
- * Without CUDA in the build, or without a GPU, prints "SKIP: ..." and exits 77 (ctest: skipped).
+ * test_cuda [--quick] [--host-check]: --quick runs a small set (for compute-sanitizer);
+ * --host-check runs the MLP section with the CPU backend in place of the GPU (no CUDA call: it
+ * checks the error bounds on any machine). Without CUDA in the build, or without a GPU (and
+ * without --host-check), prints "SKIP: ..." and exits 77 (ctest: skipped).
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +44,8 @@ int main(void)
 
 static cvf_context *reference_ctx, *fast_ctx, *simple_ctx;
 static bool hopper;
-static bool quick; /* --quick: small cases only (for compute-sanitizer) */
+static bool quick;     /* --quick: small cases only (for compute-sanitizer) */
+static bool host_mode; /* --host-check: the CPU backend stands in for the GPU (no CUDA calls) */
 
 /* ---- device mirrors of guarded buffers ------------------------------------------------------ */
 
@@ -52,7 +59,7 @@ static bool mirror_create(mirror *m, support_buffer *host)
 {
     m->host = host;
     m->dev = NULL;
-    if (!host->bytes)
+    if (!host->bytes || host_mode) /* --host-check: no device, the host views are used */
         return true;
     if (cudaMalloc((void **)&m->dev, host->size ? host->size : 1) != cudaSuccess)
         return false;
@@ -74,7 +81,8 @@ static void mirror_download(mirror *m)
 
 static void mirror_destroy(mirror *m)
 {
-    cudaFree(m->dev);
+    if (m->dev)
+        cudaFree(m->dev);
     m->dev = NULL;
 }
 
@@ -419,143 +427,1058 @@ static void test_column_sum(void)
     }
 }
 
-/* ---- MLP forward / backward: the core's composition runs on CUDA; compare with the CPU ------ */
+/* ---- MLP forward and backward against the float64 reference --------------------------------- */
+/*
+ * Every output of cvf_mlp_forward (fc1_output, gelu_output, output) and cvf_mlp_backward
+ * (grad_hidden_state, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias) on a CUDA
+ * context is compared with the float64 reference device run on exact float64 copies of the same
+ * inputs, twice over:
+ *
+ *  - the relative Frobenius error within cvft_tolerance (f32 1e-5, f16 2e-3, bf16 1e-2), as in every
+ *    other test, with every element written and nothing outside the view touched
+ *    (support_check_*_output). On CUDA grad_fc1_output is rounded once more than on the CPU (to
+ *    the 16-bit storage dtype, before K2-2 and K2-3): an rms relative error of u / sqrt(3) in the
+ *    inputs of those products, about 1.1e-3 in bf16 and 2.8e-4 in f16, plus as much again for the
+ *    final rounding: ~1.6e-3 and ~4e-4, well inside 1e-2 and 2e-3. f32 keeps an f32 workspace.
+ *  - every element within its own bound (the *_bounds functions below), so that an error confined to
+ *    a few elements (one tile, one row, a K slice of one tile, an element off by one) cannot hide in
+ *    the norm of a large output.
+ *
+ * The per-element bound. u(T) is the unit roundoff of T (f32 2^-24, f16 2^-11, bf16 2^-8).
+ *  - own: the output's own fp32 accumulation of K terms plus a bias, in any order, any K split:
+ *    acc(K) ||a|| ||b||, acc(K) = 4 u(f32) min(K + 2, 8 sqrt(K + 2)). K + 2 is the worst case (+2 for
+ *    the bias and a slice combine); 8 sqrt(K + 2) the probabilistic bound of Higham & Mary (2019) at
+ *    lambda = 8 (fails with probability ~2 exp(-32)), tighter from K = 62; the 4 covers tensor
+ *    cores, whose accumulation truncates. ||a|| ||b|| >= sum |a_p b_p| (Cauchy-Schwarz; 1.33x on
+ *    uniform data) costs O(SH + SI + HI) instead of one more product per output.
+ *  - spread: the errors e_p of an intermediate a product reads (gelu_output before fc2;
+ *    grad_fc1_output before K2-2 and K2-3, held in the dtype the context's plan names): each is
+ *    bounded, |e_p| <= B_p + u |x_p| / sqrt(3) in standard deviation (B_p: its own fp32
+ *    accumulation as above, GELU / GELU' in fp32; then its rounding), and the other operand b is
+ *    uniform, symmetric and independent of them, so by Hoeffding sum e_p b_p <= 8 sqrt(sum sd_p^2)
+ *    max |b| but with probability 2 exp(-32). grad_fc1_bias sums G itself: its errors are symmetric
+ *    because grad_output's are (flipping a row of it flips them). A worst-case bound here, sum
+ *    |e_p| |b_p|, would be sqrt(K) times looser (the bound of the forward's output at I = 3072 was
+ *    97% of the answer's rms with it).
+ *  - GELU and GELU' evaluated in fp32: 8 FLT_EPSILON (1 + max(0, -2u)) |value| (test_vec's bound, its
+ *    ratio 4, doubled); |gelu'| <= 1.13 carries fc1's error into gelu_output.
+ *  The check is |got - want| <= 2 own + spread + u(out) |want| + half the smallest subnormal of out
+ *  (the 2 covers the second-order terms left out). An output rounded to nearest can sit a full
+ *  u(out) |want| off, so |err| / bound close to 1 in bf16 / f16 is the rounding, not a near miss.
+ *
+ * How tight: a sign error, a neighbour's value, a missing K slice or a transposed operand moves an
+ * element by about its own size; rms(bound) / rms(answer) is at most ~7% in bf16, ~4.5% in f16
+ * and f32 on these cases (--host-check measured; each case's summary line prints it), and
+ * mlp_self_check negates the largest element of each output and demands the check catch exactly
+ * that element.
+ *
+ * Each case runs on: the fast context (twice: every output bit-identical, the bias gradients
+ * included), the simple kernel's context, and for the stream cases a context on a user stream
+ * created non-blocking, synchronised with cudaStreamSynchronize on that stream only and read back
+ * with copies ordered on it (also with no host synchronisation between the call and the copies);
+ * side streams not joined into the caller's stream would leave poison in the copy. That run is
+ * also captured into a CUDA graph, which fails deterministically (cudaErrorStreamCaptureUnjoined)
+ * when forked work is not joined. test_cuda --host-check runs the same machinery on the CPU
+ * backend (and on the CUDA plan's composition run on the CPU, grad_fc1_output in the storage
+ * dtype) without a GPU: it checks the bounds themselves.
+ */
 
-typedef struct tensor {
-    support_matrix m;
-    support_vector v;
-    bool is_vector;
-    mirror dev;
-} tensor;
+#define MLP_MAX_TENSORS 11
+#define MLP_U32 5.9604644775390625e-8 /* 2^-24 */
+#define MLP_ACC_MARGIN 4.0            /* over the IEEE fp32 accumulation bound */
+#define MLP_LAMBDA 8.0                /* Hoeffding and probabilistic rounding: P(fail) ~ 2 exp(-32) */
+#define MLP_GELU_SLOPE 1.13           /* max |gelu_tanh'(x)| = 1.1289 */
 
-static void tensor_matrix(tensor *t, cvf_dtype dtype, int64_t rows, int64_t cols, cvft_rng *rng)
+static cvf_context *cpu_ctx;
+static cvf_context *stream_ctx; /* a CUDA context on user_stream */
+static cudaStream_t user_stream;
+
+/* The dimensions a tensor's shape is made of. */
+typedef enum mlp_dim { DIM_S = 0, DIM_H = 1, DIM_I = 2, DIM_ONE = 3 } mlp_dim;
+
+/* One named tensor of an MLP call; a vector is (1 x cols). */
+typedef struct mlp_spec {
+    const char *name;
+    mlp_dim rows, cols;
+    bool is_vector, is_output;
+} mlp_spec;
+
+enum { FW_X, FW_W1, FW_B1, FW_W2, FW_B2, FW_FC1, FW_GELU, FW_Y, FW_COUNT };
+static const mlp_spec forward_specs[FW_COUNT] = {
+    {"hidden_state", DIM_S, DIM_H, false, false}, {"fc1_weight", DIM_I, DIM_H, false, false},
+    {"fc1_bias", DIM_ONE, DIM_I, true, false},    {"fc2_weight", DIM_H, DIM_I, false, false},
+    {"fc2_bias", DIM_ONE, DIM_H, true, false},    {"fc1_output", DIM_S, DIM_I, false, true},
+    {"gelu_output", DIM_S, DIM_I, false, true},   {"output", DIM_S, DIM_H, false, true},
+};
+
+enum { BW_GO, BW_X, BW_W1, BW_W2, BW_FC1, BW_GELU, BW_GX, BW_GW1, BW_GB1, BW_GW2, BW_GB2, BW_COUNT };
+static const mlp_spec backward_specs[BW_COUNT] = {
+    {"grad_output", DIM_S, DIM_H, false, false},      {"hidden_state", DIM_S, DIM_H, false, false},
+    {"fc1_weight", DIM_I, DIM_H, false, false},       {"fc2_weight", DIM_H, DIM_I, false, false},
+    {"fc1_output", DIM_S, DIM_I, false, false},       {"gelu_output", DIM_S, DIM_I, false, false},
+    {"grad_hidden_state", DIM_S, DIM_H, false, true}, {"grad_fc1_weight", DIM_I, DIM_H, false, true},
+    {"grad_fc1_bias", DIM_ONE, DIM_I, true, true},    {"grad_fc2_weight", DIM_H, DIM_I, false, true},
+    {"grad_fc2_bias", DIM_ONE, DIM_H, true, true},
+};
+
+/* One tensor: its guarded buffer (m or v), float64 twin, bound and device copy. */
+typedef struct mlp_tensor {
+    support_matrix m;     /* a matrix */
+    support_vector v;     /* a vector */
+    cvf_matrix f64;       /* dense float64: an input's exact copy, an output's reference answer */
+    cvf_matrix bound;     /* an output's per-element bound (dense float64, f64's shape) */
+    mirror dev;           /* the device copy of the whole guarded buffer */
+    unsigned char *first; /* an output's buffer after the first run (determinism) */
+} mlp_tensor;
+
+/* One MLP call under test with its answers. */
+typedef struct mlp_fixture {
+    const mlp_spec *specs;
+    int count;
+    bool backward;
+    int64_t dims[4]; /* S, H, I, 1 */
+    cvf_dtype dtype;
+    mlp_tensor t[MLP_MAX_TENSORS];
+    cvf_matrix p64;     /* backward: grad_output @ fc2_weight in float64 (for the bounds) */
+    double bounds_for;  /* backward: the unit roundoff of grad_fc1_output the bounds hold for */
+    double looseness;   /* the largest rms(bound) / rms(answer) over the outputs */
+    double worst_ratio; /* the largest |got - want| / bound seen */
+    double worst_frob;  /* the largest relative Frobenius error / tolerance seen */
+    char worst_where[160];
+    char label[128];
+} mlp_fixture;
+
+/* Which views of the tensors a call takes. */
+typedef enum view_kind { VIEW_HOST, VIEW_DEVICE, VIEW_F64 } view_kind;
+
+/* How a run waits for its results and reads them back. */
+typedef enum sync_mode {
+    SYNC_DEVICE, /* cudaDeviceSynchronize, then cudaMemcpy */
+    SYNC_STREAM, /* cudaStreamSynchronize(stream) only, then copies ordered on stream */
+    SYNC_NONE,   /* copies ordered on stream straight after the call, then cudaStreamSynchronize */
+    SYNC_HOST    /* a CPU context on the host views (--host-check) */
+} sync_mode;
+
+/* A context the cases run on and how. */
+typedef struct mlp_runner {
+    const char *name;
+    cvf_context *ctx;
+    cudaStream_t stream;
+    sync_mode sync;
+    bool compose; /* host: the CUDA plan's composition on ctx, grad_fc1_output in the storage dtype */
+} mlp_runner;
+
+/* Which runs a case gets. */
+enum { MLP_FORWARD = 1, MLP_BACKWARD = 2, MLP_SIMPLE = 4, MLP_STREAM = 8, MLP_QUICK = 16 };
+
+/* An MLP case: shape, dtype and runs. */
+typedef struct mlp_case {
+    int64_t s, h, i;
+    cvf_dtype dtype;
+    unsigned runs;
+} mlp_case;
+
+/* ---- float64 GELU and its fp32 error ---- */
+
+/* 2u = 2 k (x + c x^3). */
+static double gelu_2u(double x)
 {
-    memset(t, 0, sizeof *t);
-    support_layout layout = {false, 0, 0};
-    CHECK(support_matrix_create(&t->m, dtype, rows, cols, layout) == 0, "mlp: oom");
-    if (rng)
-        support_matrix_fill(&t->m, rng, -1, 1);
-    mirror_create(&t->dev, &t->m.buffer);
+    return 2.0 * CVF_GELU_K * (x + CVF_GELU_C * x * x * x);
 }
 
-static void tensor_vector(tensor *t, cvf_dtype dtype, int64_t length, cvft_rng *rng)
+/* gelu_tanh(x) = x sigmoid(2u) in float64. */
+static double gelu64(double x)
 {
-    memset(t, 0, sizeof *t);
-    t->is_vector = true;
-    CHECK(support_vector_create(&t->v, dtype, length, 1, 0) == 0, "mlp: oom");
-    if (rng)
-        support_vector_fill(&t->v, rng, -1, 1);
-    mirror_create(&t->dev, &t->v.buffer);
+    return x / (1.0 + exp(-gelu_2u(x)));
 }
 
-static cvf_matrix host_m(tensor *t)
+/* gelu_tanh'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2) in float64; *scale gets |s| + |second term|. */
+static double dgelu64(double x, double *scale)
 {
-    return t->m.view;
+    double t = gelu_2u(x);
+    double s = 1.0 / (1.0 + exp(-t)), one_minus_s = 1.0 / (1.0 + exp(t));
+    double second = 2.0 * x * s * one_minus_s * CVF_GELU_K * (1.0 + 3.0 * CVF_GELU_C * x * x);
+    *scale = fabs(s) + fabs(second);
+    return s + second;
 }
 
-static cvf_matrix dev_m(tensor *t)
+/* The error of an fp32 evaluation of gelu or gelu' at x whose result has size scale. */
+static double gelu_eval_error(double x, double scale)
 {
-    return dev_matrix(&t->dev, &t->m.view);
+    double t = gelu_2u(x);
+    double condition = 1.0 + (t < 0.0 && isfinite(t) ? -t : 0.0);
+    return 8.0 * FLT_EPSILON * condition * scale + ldexp(1.0, -140);
 }
 
-static cvf_vector host_v(tensor *t)
+/* acc(K): the bound factor, times sum |a b|, of a K-term fp32 dot product plus a bias. */
+static double acc_factor(int64_t k)
 {
-    return t->v.view;
+    double terms = (double)(k + 2);
+    return MLP_ACC_MARGIN * MLP_U32 * fmin(terms, MLP_LAMBDA * sqrt(terms));
 }
 
-static cvf_vector dev_v(tensor *t)
+/* The final bound of an output element of dtype with answer want: own is the bound of the
+ * output's own fp32 accumulation, spread the Hoeffding bound of its inputs' errors. */
+static double final_bound(double own, double spread, double want, cvf_dtype dtype)
 {
-    return dev_vector(&t->dev, &t->v.view);
+    return 2.0 * own + spread + support_unit_roundoff(dtype) * fabs(want) + support_underflow_floor(dtype);
 }
 
-/* Compares a CUDA output (downloaded into a copy) with the CPU's. */
-static void compare_output(const char *name, tensor *t, cvf_dtype dtype)
+/* ---- dense float64 helpers ---- */
+
+/* Element (i, j) of a dense float64 matrix. */
+static double *at64(const cvf_matrix *m, int64_t i, int64_t j)
 {
-    support_buffer *b = t->is_vector ? &t->v.buffer : &t->m.buffer;
-    unsigned char *cpu = malloc(b->size);
-    memcpy(cpu, b->bytes, b->size);
-    mirror_download(&t->dev);
-    double err;
-    if (t->is_vector) {
-        cvf_vector want = t->v.view;
-        want.data = cpu + ((unsigned char *)t->v.view.data - b->bytes);
-        err = cvft_vector_rel_error(&t->v.view, &want);
-        CHECK(support_vector_count_poisoned(&t->v) == 0, "mlp %s: unwritten", name);
+    return (double *)m->data + i * m->row_stride + j * m->col_stride;
+}
+
+/* The 2-norms (or, when max_abs, the largest magnitudes) of the rows of m (or of its columns when
+ * by_column) into out. */
+static void line_norms(const cvf_matrix *m, bool by_column, bool max_abs, double *out)
+{
+    int64_t lines = by_column ? m->cols : m->rows;
+    for (int64_t l = 0; l < lines; l++)
+        out[l] = 0.0;
+    for (int64_t i = 0; i < m->rows; i++)
+        for (int64_t j = 0; j < m->cols; j++) {
+            double v = *at64(m, i, j);
+            double *o = &out[by_column ? j : i];
+            *o = max_abs ? fmax(*o, fabs(v)) : *o + v * v;
+        }
+    for (int64_t l = 0; l < lines && !max_abs; l++)
+        out[l] = sqrt(out[l]);
+}
+
+/* Allocates count zeroed doubles into *out; false (with a failed check) when out of memory. */
+static bool alloc_doubles(double **out, int64_t count, const char *label)
+{
+    *out = calloc((size_t)(count > 0 ? count : 1), sizeof(double));
+    return CHECK(*out != NULL, "%s: out of memory for the bounds", label);
+}
+
+/* Frees an array of count pointers. */
+static void free_all(double **list, int count)
+{
+    for (int i = 0; i < count; i++)
+        free(list[i]);
+}
+
+/* Records rms(bound) / rms(answer) of output n as the fixture's looseness when larger. */
+static void note_looseness(mlp_fixture *f, int n)
+{
+    const cvf_matrix *b = &f->t[n].bound, *w = &f->t[n].f64;
+    double bb = 0.0, ww = 0.0;
+    for (int64_t i = 0; i < w->rows; i++)
+        for (int64_t j = 0; j < w->cols; j++) {
+            bb += *at64(b, i, j) * *at64(b, i, j);
+            ww += *at64(w, i, j) * *at64(w, i, j);
+        }
+    if (ww > 0.0 && sqrt(bb / ww) > f->looseness)
+        f->looseness = sqrt(bb / ww);
+}
+
+/* ---- bounds ---- */
+
+/* The per-element bounds of the forward's outputs: fc1_output (fp32 accumulation over H plus the
+ * bias), gelu_output (fc1's error through |gelu'| <= 1.13, plus GELU in fp32), output (fp32
+ * accumulation over I, plus the spread of gelu_output's errors, its rounding included). */
+static bool forward_bounds(mlp_fixture *f)
+{
+    const int64_t S = f->dims[0], H = f->dims[1], I = f->dims[2];
+    const double u = support_unit_roundoff(f->dtype), acc_h = acc_factor(H), acc_i = acc_factor(I);
+    enum { XR, W1R, W2R, W2MAX, ERR2, ABS2, COUNT };
+    double *a[COUNT] = {NULL};
+    const int64_t sizes[COUNT] = {S, I, H, H, S, S};
+    bool ok = true;
+    for (int k = 0; k < COUNT && ok; k++)
+        ok = alloc_doubles(&a[k], sizes[k], f->label);
+    if (ok) {
+        const cvf_matrix *b1 = &f->t[FW_B1].f64, *b2 = &f->t[FW_B2].f64, *fc1 = &f->t[FW_FC1].f64;
+        const cvf_matrix *gelu = &f->t[FW_GELU].f64, *y = &f->t[FW_Y].f64;
+        line_norms(&f->t[FW_X].f64, false, false, a[XR]);
+        line_norms(&f->t[FW_W1].f64, false, false, a[W1R]);
+        line_norms(&f->t[FW_W2].f64, false, false, a[W2R]);
+        line_norms(&f->t[FW_W2].f64, false, true, a[W2MAX]);
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t i = 0; i < I; i++) {
+                double x = *at64(fc1, s, i), g = *at64(gelu, s, i);
+                double e_fc1 = acc_h * (a[XR][s] * a[W1R][i] + fabs(*at64(b1, 0, i)));
+                double e_gelu = MLP_GELU_SLOPE * e_fc1 + gelu_eval_error(x, fabs(g));
+                double sigma = e_gelu + u * fabs(g) / sqrt(3.0), stored = (fabs(g) + e_gelu) * (1 + u);
+                *at64(&f->t[FW_FC1].bound, s, i) = final_bound(e_fc1, 0.0, x, f->dtype);
+                *at64(&f->t[FW_GELU].bound, s, i) = final_bound(e_gelu, 0.0, g, f->dtype);
+                a[ERR2][s] += sigma * sigma;
+                a[ABS2][s] += stored * stored;
+            }
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t h = 0; h < H; h++) {
+                double own = acc_i * (sqrt(a[ABS2][s]) * a[W2R][h] + fabs(*at64(b2, 0, h)));
+                double spread = MLP_LAMBDA * sqrt(a[ERR2][s]) * a[W2MAX][h];
+                *at64(&f->t[FW_Y].bound, s, h) = final_bound(own, spread, *at64(y, s, h), f->dtype);
+            }
+    }
+    free_all(a, COUNT);
+    return ok;
+}
+
+/* Per-line sums of the backward's intermediate grad_fc1_output G = P * gelu'(fc1_output) as the
+ * device holds it, over tokens s for each column i (the _C arrays) and over i for each token (the
+ * _R arrays): ERR2, squares of the standard-deviation bound of its error (P's fp32 accumulation over
+ * H, gelu' in fp32, its rounding to the workspace dtype); ABS, a bound of its magnitude. */
+enum { GOR, W2C, ABS_C, ERR2_C, ABS2_C, ERR2_R, ABS2_R, G_SUMS };
+
+/* Fills the G_SUMS arrays for grad_fc1_output rounded with unit roundoff uw. */
+static void grad_fc1_output_sums(const mlp_fixture *f, double uw, double **a)
+{
+    const int64_t S = f->dims[0], I = f->dims[2];
+    const double acc_h = acc_factor(f->dims[1]);
+    line_norms(&f->t[BW_GO].f64, false, false, a[GOR]);
+    line_norms(&f->t[BW_W2].f64, true, false, a[W2C]);
+    for (int64_t s = 0; s < S; s++)
+        for (int64_t i = 0; i < I; i++) {
+            double p = *at64(&f->p64, s, i), x = *at64(&f->t[BW_FC1].f64, s, i), scale;
+            double d = dgelu64(x, &scale), ed = gelu_eval_error(x, scale);
+            double g = p * d, ep = acc_h * a[GOR][s] * a[W2C][i];
+            double eg = (fabs(d) + ed) * ep + fabs(p) * ed;
+            double sigma = eg + uw * fabs(g) / sqrt(3.0), abs_g = (fabs(g) + eg) * (1 + uw);
+            a[ABS_C][i] += abs_g;
+            a[ERR2_C][i] += sigma * sigma;
+            a[ABS2_C][i] += abs_g * abs_g;
+            a[ERR2_R][s] += sigma * sigma;
+            a[ABS2_R][s] += abs_g * abs_g;
+        }
+}
+
+/* The bounds of grad_fc1_bias (fp32 sums over S of G, and the spread of G's errors),
+ * grad_fc1_weight = G^T @ hidden_state and grad_hidden_state = G @ fc1_weight (fp32 accumulation
+ * over S or I, and the spread of G's errors through the other operand). */
+static bool grad_fc1_bounds(mlp_fixture *f, double **a)
+{
+    const int64_t S = f->dims[0], H = f->dims[1], I = f->dims[2];
+    const double acc_s = acc_factor(S), acc_i = acc_factor(I);
+    enum { XC, XMAX, W1C, W1MAX, COUNT };
+    double *c[COUNT] = {NULL};
+    bool ok = true;
+    for (int k = 0; k < COUNT && ok; k++)
+        ok = alloc_doubles(&c[k], H, f->label);
+    if (ok) {
+        line_norms(&f->t[BW_X].f64, true, false, c[XC]);
+        line_norms(&f->t[BW_X].f64, true, true, c[XMAX]);
+        line_norms(&f->t[BW_W1].f64, true, false, c[W1C]);
+        line_norms(&f->t[BW_W1].f64, true, true, c[W1MAX]);
+        for (int64_t i = 0; i < I; i++) {
+            double spread = MLP_LAMBDA * sqrt(a[ERR2_C][i]);
+            *at64(&f->t[BW_GB1].bound, 0, i) =
+                final_bound(acc_s * a[ABS_C][i], spread, *at64(&f->t[BW_GB1].f64, 0, i), f->dtype);
+            for (int64_t j = 0; j < H; j++)
+                *at64(&f->t[BW_GW1].bound, i, j) =
+                    final_bound(acc_s * sqrt(a[ABS2_C][i]) * c[XC][j], spread * c[XMAX][j],
+                                *at64(&f->t[BW_GW1].f64, i, j), f->dtype);
+        }
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t j = 0; j < H; j++)
+                *at64(&f->t[BW_GX].bound, s, j) =
+                    final_bound(acc_i * sqrt(a[ABS2_R][s]) * c[W1C][j], MLP_LAMBDA * sqrt(a[ERR2_R][s]) * c[W1MAX][j],
+                                *at64(&f->t[BW_GX].f64, s, j), f->dtype);
+    }
+    free_all(c, COUNT);
+    return ok;
+}
+
+/* The bounds of grad_fc2_weight = grad_output^T @ gelu_output and grad_fc2_bias = column sums of
+ * grad_output: fp32 accumulation over S of the exact inputs. */
+static bool grad_fc2_bounds(mlp_fixture *f)
+{
+    const int64_t H = f->dims[1], I = f->dims[2];
+    const double acc_s = acc_factor(f->dims[0]);
+    double *goc = NULL, *gelc = NULL;
+    bool ok = alloc_doubles(&goc, H, f->label) && alloc_doubles(&gelc, I, f->label);
+    if (ok) {
+        line_norms(&f->t[BW_GO].f64, true, false, goc);
+        line_norms(&f->t[BW_GELU].f64, true, false, gelc);
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < I; i++)
+                *at64(&f->t[BW_GW2].bound, h, i) =
+                    final_bound(acc_s * goc[h] * gelc[i], 0.0, *at64(&f->t[BW_GW2].f64, h, i), f->dtype);
+        const cvf_matrix *go = &f->t[BW_GO].f64;
+        for (int64_t h = 0; h < H; h++) {
+            double sum = 0.0;
+            for (int64_t s = 0; s < go->rows; s++)
+                sum += fabs(*at64(go, s, h));
+            *at64(&f->t[BW_GB2].bound, 0, h) = final_bound(acc_s * sum, 0.0, *at64(&f->t[BW_GB2].f64, 0, h), f->dtype);
+        }
+    }
+    free(goc);
+    free(gelc);
+    return ok;
+}
+
+/* The per-element bounds of the backward's outputs for grad_fc1_output held with unit roundoff uw
+ * (the plan's workspace dtype). */
+static bool backward_bounds(mlp_fixture *f, double uw)
+{
+    const int64_t S = f->dims[0], I = f->dims[2];
+    double *a[G_SUMS] = {NULL};
+    const int64_t sizes[G_SUMS] = {S, I, I, I, I, S, S};
+    bool ok = true;
+    for (int k = 0; k < G_SUMS && ok; k++)
+        ok = alloc_doubles(&a[k], sizes[k], f->label);
+    if (ok) {
+        grad_fc1_output_sums(f, uw, a);
+        ok = grad_fc1_bounds(f, a) && grad_fc2_bounds(f);
+    }
+    free_all(a, G_SUMS);
+    return ok;
+}
+
+/* Makes the bounds hold for grad_fc1_output's unit roundoff uw (the forward's do not depend on it). */
+static bool ensure_bounds(mlp_fixture *f, double uw)
+{
+    if (f->bounds_for == uw)
+        return true;
+    bool ok = f->backward ? backward_bounds(f, uw) : forward_bounds(f);
+    f->bounds_for = ok ? uw : -1.0;
+    f->looseness = 0.0;
+    for (int n = 0; n < f->count && ok; n++)
+        if (f->specs[n].is_output)
+            note_looseness(f, n);
+    return ok;
+}
+
+/* ---- fixture ---- */
+
+/* The guarded buffer of tensor n. */
+static support_buffer *tensor_buffer(mlp_fixture *f, int n)
+{
+    return f->specs[n].is_vector ? &f->t[n].v.buffer : &f->t[n].m.buffer;
+}
+
+/* Tensor n's host view as a matrix (a vector as one row). */
+static cvf_matrix tensor_view(const mlp_fixture *f, int n)
+{
+    return f->specs[n].is_vector ? support_vector_as_row(&f->t[n].v.view) : f->t[n].m.view;
+}
+
+/* Returns matrix tensor n's view of the given kind. */
+static cvf_matrix mlp_matrix(const mlp_fixture *f, int n, view_kind kind)
+{
+    const mlp_tensor *t = &f->t[n];
+    if (kind == VIEW_F64)
+        return t->f64;
+    return kind == VIEW_DEVICE ? dev_matrix(&t->dev, &t->m.view) : t->m.view;
+}
+
+/* Returns vector tensor n's view of the given kind. */
+static cvf_vector mlp_vector(const mlp_fixture *f, int n, view_kind kind)
+{
+    const mlp_tensor *t = &f->t[n];
+    if (kind == VIEW_F64)
+        return cvf_vector_dense(t->f64.data, CVF_F64, t->f64.cols);
+    return kind == VIEW_DEVICE ? dev_vector(&t->dev, &t->v.view) : t->v.view;
+}
+
+/* The forward's arguments in views of the given kind. */
+static cvf_mlp_forward_args forward_args(const mlp_fixture *f, view_kind k)
+{
+    cvf_mlp_forward_args a = {mlp_matrix(f, FW_X, k),    mlp_matrix(f, FW_W1, k), mlp_vector(f, FW_B1, k),
+                              mlp_matrix(f, FW_W2, k),   mlp_vector(f, FW_B2, k), mlp_matrix(f, FW_FC1, k),
+                              mlp_matrix(f, FW_GELU, k), mlp_matrix(f, FW_Y, k)};
+    return a;
+}
+
+/* The backward's arguments in views of the given kind. */
+static cvf_mlp_backward_args backward_args(const mlp_fixture *f, view_kind k)
+{
+    cvf_mlp_backward_args a = {mlp_matrix(f, BW_GO, k),  mlp_matrix(f, BW_X, k),   mlp_matrix(f, BW_W1, k),
+                               mlp_matrix(f, BW_W2, k),  mlp_matrix(f, BW_FC1, k), mlp_matrix(f, BW_GELU, k),
+                               mlp_matrix(f, BW_GX, k),  mlp_matrix(f, BW_GW1, k), mlp_vector(f, BW_GB1, k),
+                               mlp_matrix(f, BW_GW2, k), mlp_vector(f, BW_GB2, k)};
+    return a;
+}
+
+/* Runs the fixture's call on ctx with views of the given kind. */
+static cvf_status mlp_call(const mlp_fixture *f, cvf_context *ctx, view_kind kind)
+{
+    if (f->backward) {
+        cvf_mlp_backward_args a = backward_args(f, kind);
+        return cvf_mlp_backward(ctx, &a);
+    }
+    cvf_mlp_forward_args a = forward_args(f, kind);
+    return cvf_mlp_forward(ctx, &a);
+}
+
+/* The CUDA backward's composition on a CPU context with grad_fc1_output rounded to the storage
+ * dtype between K1 and K2-2 / K2-3: --host-check's model of the device's roundings. */
+static cvf_status compose_backward(const mlp_fixture *f, cvf_context *ctx)
+{
+    cvf_mlp_backward_args a = backward_args(f, VIEW_HOST);
+    cvf_matrix g;
+    if (cvft_matrix_alloc(f->dtype, f->dims[0], f->dims[2], &g) != 0)
+        return CVF_STATUS_OUT_OF_MEMORY;
+    cvf_epilogue k1 = {CVF_ACTIVATION_DGELU_TANH, NULL, &a.fc1_output, NULL, &a.grad_fc1_bias};
+    cvf_matrix go_t = cvf_matrix_transpose(a.grad_output), g_t = cvf_matrix_transpose(g);
+    cvf_status status = cvf_matmul(ctx, &a.grad_output, &a.fc2_weight, &g, &k1);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ctx, &go_t, &a.gelu_output, &a.grad_fc2_weight, NULL);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ctx, &g_t, &a.hidden_state, &a.grad_fc1_weight, NULL);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ctx, &g, &a.fc1_weight, &a.grad_hidden_state, NULL);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_column_sum(ctx, &a.grad_output, &a.grad_fc2_bias);
+    free(g.data);
+    return status;
+}
+
+/* Frees everything a fixture holds. */
+static void mlp_teardown(mlp_fixture *f)
+{
+    for (int n = 0; n < f->count; n++) {
+        mlp_tensor *t = &f->t[n];
+        mirror_destroy(&t->dev);
+        support_matrix_destroy(&t->m);
+        support_vector_destroy(&t->v);
+        free(t->f64.data);
+        free(t->bound.data);
+        free(t->first);
+    }
+    free(f->p64.data);
+    memset(f, 0, sizeof *f);
+}
+
+/* Allocates tensor n (poisoned), its float64 twin and, for an output, its bound. Returns 0 or -1. */
+static int tensor_create(mlp_fixture *f, int n)
+{
+    const mlp_spec *s = &f->specs[n];
+    mlp_tensor *t = &f->t[n];
+    int64_t rows = f->dims[s->rows], cols = f->dims[s->cols];
+    support_layout dense = {false, 0, 0};
+    int rc = s->is_vector ? support_vector_create(&t->v, f->dtype, cols, 1, 0)
+                          : support_matrix_create(&t->m, f->dtype, rows, cols, dense);
+    rc |= cvft_matrix_alloc(CVF_F64, rows, cols, &t->f64);
+    if (s->is_output)
+        rc |= cvft_matrix_alloc(CVF_F64, rows, cols, &t->bound);
+    return rc;
+}
+
+/* Fills the forward's inputs: hidden_state and fc2 uniform in [-1, 1), fc1_weight in
+ * [-6/sqrt(H), 6/sqrt(H)) and fc1_bias in [-2, 2) so that fc1_output spreads over GELU's bend. */
+static void fill_forward(mlp_fixture *f, cvft_rng *rng)
+{
+    double w1 = support_gelu_a_range(f->dims[1]);
+    support_matrix_fill(&f->t[FW_X].m, rng, -1.0, 1.0);
+    support_matrix_fill(&f->t[FW_W1].m, rng, -w1, w1);
+    support_vector_fill(&f->t[FW_B1].v, rng, -2.0, 2.0);
+    support_matrix_fill(&f->t[FW_W2].m, rng, -1.0, 1.0);
+    support_vector_fill(&f->t[FW_B2].v, rng, -1.0, 1.0);
+}
+
+/* Fills the backward's inputs as test_ops does: uniform in [-1, 1), fc1_output in [-4, 4) and
+ * gelu_output = gelu_tanh(fc1_output), as a forward pass leaves them. */
+static void fill_backward(mlp_fixture *f, cvft_rng *rng)
+{
+    for (int n = 0; n < BW_GX; n++)
+        support_matrix_fill(&f->t[n].m, rng, -1.0, 1.0);
+    support_matrix_fill(&f->t[BW_FC1].m, rng, -4.0, 4.0);
+    const cvf_matrix *fc1 = &f->t[BW_FC1].m.view, *gelu = &f->t[BW_GELU].m.view;
+    for (int64_t i = 0; i < fc1->rows; i++)
+        for (int64_t j = 0; j < fc1->cols; j++)
+            cvft_matrix_set(gelu, i, j, gelu64(cvft_matrix_get(fc1, i, j)));
+}
+
+/* Copies every input into its float64 twin and saves its buffer. Returns 0 or -1. */
+static int snapshot_inputs(mlp_fixture *f)
+{
+    int rc = 0;
+    for (int n = 0; n < f->count; n++) {
+        if (f->specs[n].is_output)
+            continue;
+        cvf_matrix view = tensor_view(f, n);
+        for (int64_t i = 0; i < view.rows; i++)
+            for (int64_t j = 0; j < view.cols; j++)
+                *at64(&f->t[n].f64, i, j) = cvft_matrix_get(&view, i, j);
+        rc |= support_buffer_save(tensor_buffer(f, n));
+    }
+    return rc;
+}
+
+/* Computes the reference's answers (and, for the backward, grad_output @ fc2_weight). */
+static bool mlp_reference(mlp_fixture *f)
+{
+    cvf_status status = mlp_call(f, reference_ctx, VIEW_F64);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: the reference device returned %s: %s", f->label,
+               cvf_status_string(status), cvf_context_last_error(reference_ctx)))
+        return false;
+    if (!f->backward)
+        return true;
+    if (!CHECK(cvft_matrix_alloc(CVF_F64, f->dims[0], f->dims[2], &f->p64) == 0, "%s: out of memory", f->label))
+        return false;
+    status = cvf_matmul(reference_ctx, &f->t[BW_GO].f64, &f->t[BW_W2].f64, &f->p64, NULL);
+    return CHECK(status == CVF_STATUS_SUCCESS, "%s: reference grad_output @ fc2_weight: %s", f->label,
+                 cvf_context_last_error(reference_ctx));
+}
+
+/* Builds case c: tensors, inputs, their float64 copies, device copies and the reference's
+ * answers. Returns whether it is ready to run (on failure it has been checked and torn down). */
+static bool mlp_setup(mlp_fixture *f, const mlp_case *c, bool backward, uint64_t seed)
+{
+    memset(f, 0, sizeof *f);
+    f->backward = backward;
+    f->specs = backward ? backward_specs : forward_specs;
+    f->count = backward ? BW_COUNT : FW_COUNT;
+    f->dims[0] = c->s, f->dims[1] = c->h, f->dims[2] = c->i, f->dims[3] = 1;
+    f->dtype = c->dtype;
+    f->bounds_for = -1.0;
+    snprintf(f->label, sizeof f->label, "%s S=%lld H=%lld I=%lld %s seed=%llu",
+             backward ? "mlp_backward" : "mlp_forward", (long long)c->s, (long long)c->h, (long long)c->i,
+             cvf_dtype_name(c->dtype), (unsigned long long)seed);
+    int rc = 0;
+    for (int n = 0; n < f->count; n++)
+        rc |= tensor_create(f, n);
+    bool ok = CHECK(rc == 0, "%s: out of memory", f->label);
+    if (ok) {
+        cvft_rng rng = cvft_rng_make(seed);
+        if (backward)
+            fill_backward(f, &rng);
+        else
+            fill_forward(f, &rng);
+        ok = CHECK(snapshot_inputs(f) == 0, "%s: out of memory", f->label);
+    }
+    for (int n = 0; n < f->count && ok; n++)
+        ok = CHECK(mirror_create(&f->t[n].dev, tensor_buffer(f, n)), "%s: device allocation for %s failed", f->label,
+                   f->specs[n].name);
+    ok = ok && mlp_reference(f);
+    if (!ok)
+        mlp_teardown(f);
+    return ok;
+}
+
+/* ---- runs ---- */
+
+/* Poisons every output (and uploads the poison unless the run is on the host). */
+static void poison_outputs(mlp_fixture *f, const mlp_runner *r)
+{
+    for (int n = 0; n < f->count; n++)
+        if (f->specs[n].is_output) {
+            support_buffer_poison(tensor_buffer(f, n));
+            if (r->sync != SYNC_HOST)
+                mirror_upload(&f->t[n].dev);
+        }
+}
+
+/* Waits for a finished call as the runner says and copies every buffer back (inputs too: the
+ * inputs-unchanged check reads them). */
+static void finish_run(mlp_fixture *f, const mlp_runner *r)
+{
+    cudaError_t err = cudaSuccess, copy = cudaSuccess;
+    if (r->sync == SYNC_HOST)
+        return;
+    if (r->sync == SYNC_DEVICE) {
+        err = cudaDeviceSynchronize();
+        for (int n = 0; n < f->count; n++)
+            mirror_download(&f->t[n].dev);
     } else {
-        cvf_matrix want = t->m.view;
-        want.data = cpu + ((unsigned char *)t->m.view.data - b->bytes);
-        err = cvft_matrix_rel_error(&t->m.view, &want);
-        CHECK(support_count_poisoned_in_view(&t->m) == 0, "mlp %s: unwritten", name);
+        if (r->sync == SYNC_STREAM)
+            err = cudaStreamSynchronize(r->stream); /* that stream only: the side streams must be joined into it */
+        for (int n = 0; n < f->count && copy == cudaSuccess; n++) {
+            mirror *m = &f->t[n].dev;
+            copy = cudaMemcpyAsync(m->host->bytes, m->dev, m->host->size, cudaMemcpyDeviceToHost, r->stream);
+        }
+        if (copy == cudaSuccess)
+            copy = cudaStreamSynchronize(r->stream);
+        if (err == cudaSuccess)
+            err = cudaDeviceSynchronize(); /* after the copies: quiets the side streams before the next run */
     }
-    CHECK(err <= 2 * cvft_tolerance(dtype), "mlp %s: CUDA vs CPU relative difference %.3g > %.3g", name, err,
-          2 * cvft_tolerance(dtype));
-    free(cpu);
+    CHECK(err == cudaSuccess && copy == cudaSuccess, "%s [%s]: CUDA error after the call: %s / copies: %s", f->label,
+          r->name, cudaGetErrorString(err), cudaGetErrorString(copy));
 }
 
-static void test_mlp(cvf_dtype dtype)
+/* Poisons the outputs, runs the call as the runner says and brings the results back. */
+static cvf_status mlp_run(mlp_fixture *f, const mlp_runner *r)
 {
-    const int64_t S = 197, H = 64, I = 256;
-    cvft_rng rng = cvft_rng_make(31);
-    cvf_context *cpu = NULL;
-    cvf_context_options cpu_options = {CVF_DEVICE_CPU, 2, 0, NULL};
-    CHECK(cvf_context_create(&cpu_options, &cpu) == CVF_STATUS_SUCCESS, "mlp: cpu context");
-    tensor x, w1, b1, w2, b2, fc1, gelu, y, gy, gx, gw1, gb1, gw2, gb2;
-    tensor_matrix(&x, dtype, S, H, &rng);
-    tensor_matrix(&w1, dtype, I, H, &rng);
-    tensor_vector(&b1, dtype, I, &rng);
-    tensor_matrix(&w2, dtype, H, I, &rng);
-    tensor_vector(&b2, dtype, H, &rng);
-    tensor_matrix(&fc1, dtype, S, I, NULL);
-    tensor_matrix(&gelu, dtype, S, I, NULL);
-    tensor_matrix(&y, dtype, S, H, NULL);
-    tensor_matrix(&gy, dtype, S, H, &rng);
-    tensor_matrix(&gx, dtype, S, H, NULL);
-    tensor_matrix(&gw1, dtype, I, H, NULL);
-    tensor_vector(&gb1, dtype, I, NULL);
-    tensor_matrix(&gw2, dtype, H, I, NULL);
-    tensor_vector(&gb2, dtype, H, NULL);
-    /* forward on the CPU (host views) and on CUDA (device views) */
-    cvf_mlp_forward_args fh = {host_m(&x), host_m(&w1), host_v(&b1), host_m(&w2), host_v(&b2),
-                               host_m(&fc1), host_m(&gelu), host_m(&y)};
-    cvf_mlp_forward_args fd = {dev_m(&x),  dev_m(&w1),   dev_v(&b1),   dev_m(&w2), dev_v(&b2),
-                               dev_m(&fc1), dev_m(&gelu), dev_m(&y)};
-    CHECK(cvf_mlp_forward(cpu, &fh) == CVF_STATUS_SUCCESS, "mlp forward cpu: %s", cvf_context_last_error(cpu));
-    cvf_status status = cvf_mlp_forward(fast_ctx, &fd);
-    CHECK(status == CVF_STATUS_SUCCESS, "mlp forward cuda: %s", cvf_context_last_error(fast_ctx));
-    CHECK(cudaDeviceSynchronize() == cudaSuccess, "mlp forward: CUDA error");
-    /* the backward reads the CPU's forward outputs on both sides: upload them first */
-    unsigned char *fc1_cpu = malloc(fc1.m.buffer.size), *gelu_cpu = malloc(gelu.m.buffer.size);
-    memcpy(fc1_cpu, fc1.m.buffer.bytes, fc1.m.buffer.size);
-    memcpy(gelu_cpu, gelu.m.buffer.bytes, gelu.m.buffer.size);
-    compare_output("fc1_output", &fc1, dtype);
-    compare_output("gelu_output", &gelu, dtype);
-    compare_output("output", &y, dtype);
-    memcpy(fc1.m.buffer.bytes, fc1_cpu, fc1.m.buffer.size);
-    memcpy(gelu.m.buffer.bytes, gelu_cpu, gelu.m.buffer.size);
-    mirror_upload(&fc1.dev);
-    mirror_upload(&gelu.dev);
-    free(fc1_cpu);
-    free(gelu_cpu);
-    cvf_mlp_backward_args bh = {host_m(&gy), host_m(&x),  host_m(&w1), host_m(&w2),  host_m(&fc1), host_m(&gelu),
-                                host_m(&gx), host_m(&gw1), host_v(&gb1), host_m(&gw2), host_v(&gb2)};
-    cvf_mlp_backward_args bd = {dev_m(&gy), dev_m(&x),  dev_m(&w1), dev_m(&w2),  dev_m(&fc1), dev_m(&gelu),
-                                dev_m(&gx), dev_m(&gw1), dev_v(&gb1), dev_m(&gw2), dev_v(&gb2)};
-    CHECK(cvf_mlp_backward(cpu, &bh) == CVF_STATUS_SUCCESS, "mlp backward cpu: %s", cvf_context_last_error(cpu));
-    status = cvf_mlp_backward(fast_ctx, &bd);
-    CHECK(status == CVF_STATUS_SUCCESS, "mlp backward cuda: %s", cvf_context_last_error(fast_ctx));
-    CHECK(cudaDeviceSynchronize() == cudaSuccess, "mlp backward: CUDA error");
-    compare_output("grad_hidden_state", &gx, dtype);
-    compare_output("grad_fc1_weight", &gw1, dtype);
-    compare_output("grad_fc1_bias", &gb1, dtype);
-    compare_output("grad_fc2_weight", &gw2, dtype);
-    compare_output("grad_fc2_bias", &gb2, dtype);
-    tensor *all[] = {&x, &w1, &b1, &w2, &b2, &fc1, &gelu, &y, &gy, &gx, &gw1, &gb1, &gw2, &gb2};
-    for (size_t i = 0; i < ARRAY_SIZE(all); i++) {
-        mirror_destroy(&all[i]->dev);
-        support_matrix_destroy(&all[i]->m);
-        support_vector_destroy(&all[i]->v);
+    poison_outputs(f, r);
+    if (r->sync != SYNC_HOST) /* host-to-device copies may still be in flight when cudaMemcpy returns */
+        CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: CUDA error before the call", f->label);
+    cvf_status status;
+    if (r->sync == SYNC_HOST)
+        status = r->compose && f->backward ? compose_backward(f, r->ctx) : mlp_call(f, r->ctx, VIEW_HOST);
+    else
+        status = mlp_call(f, r->ctx, VIEW_DEVICE);
+    finish_run(f, r);
+    return status;
+}
+
+/* The dtype the runner keeps grad_fc1_output in: its context's plan says (the storage dtype when
+ * the plan cannot be had: the loosest bounds). */
+static cvf_dtype workspace_dtype(const mlp_fixture *f, const mlp_runner *r)
+{
+    if (r->compose)
+        return f->dtype;
+    cvf_mlp_shape shape = {f->dims[0], f->dims[1], f->dims[2], f->dtype};
+    cvf_mlp_plan plan;
+    cvf_status status = cvf_mlp_backward_plan(r->ctx, &shape, &plan);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s [%s]: cvf_mlp_backward_plan: %s", f->label, r->name,
+               cvf_context_last_error(r->ctx)))
+        return f->dtype;
+    return plan.workspace_dtype;
+}
+
+/* Checks one output after a run: written, nothing outside touched, Frobenius error, every element
+ * within its bound; records the worst ratios. */
+static void check_output(mlp_fixture *f, int n, const char *run)
+{
+    const mlp_tensor *t = &f->t[n];
+    const char *name = f->specs[n].name;
+    if (f->specs[n].is_vector) {
+        cvf_vector want = cvf_vector_dense(t->f64.data, CVF_F64, t->f64.cols);
+        support_check_vector_output(run, name, &t->v, &want);
+    } else {
+        support_check_matrix_output(run, name, &t->m, &t->f64);
     }
-    cvf_context_destroy(cpu);
+    cvf_matrix view = tensor_view(f, n);
+    support_bound_report report;
+    support_check_bounded(run, name, &view, &t->f64, &t->bound, &report);
+    double frob = cvft_matrix_rel_error(&view, &t->f64) / cvft_tolerance(f->dtype);
+    if (report.worst_ratio > f->worst_ratio || isnan(report.worst_ratio)) {
+        f->worst_ratio = report.worst_ratio;
+        snprintf(f->worst_where, sizeof f->worst_where, "%s [%lld, %lld] in %s", name, (long long)report.worst_i,
+                 (long long)report.worst_j, strchr(run, '[') ? strchr(run, '[') : run);
+    }
+    if (frob > f->worst_frob || isnan(frob))
+        f->worst_frob = frob;
+}
+
+/* Checks every output and input after a run labelled run. */
+static void mlp_check(mlp_fixture *f, const char *run)
+{
+    for (int n = 0; n < f->count; n++) {
+        if (f->specs[n].is_output) {
+            check_output(f, n, run);
+            continue;
+        }
+        cvf_matrix v = tensor_view(f, n);
+        CHECK(support_buffer_unchanged(tensor_buffer(f, n)), "%s: input %s (%s, %lld x %lld) was modified by the call",
+              run, f->specs[n].name, cvf_dtype_name(v.dtype), (long long)v.rows, (long long)v.cols);
+    }
+}
+
+/* Saves every output buffer as the first run's. */
+static void save_first(mlp_fixture *f)
+{
+    for (int n = 0; n < f->count; n++) {
+        if (!f->specs[n].is_output)
+            continue;
+        support_buffer *b = tensor_buffer(f, n);
+        free(f->t[n].first);
+        f->t[n].first = malloc(b->size ? b->size : 1);
+        if (CHECK(f->t[n].first != NULL, "%s: out of memory", f->label))
+            memcpy(f->t[n].first, b->bytes, b->size);
+    }
+}
+
+/* The bits of element (i, j) of a view of 16- or 32-bit elements. */
+static uint32_t element_bits(const cvf_matrix *m, int64_t i, int64_t j)
+{
+    const unsigned char *p =
+        (const unsigned char *)m->data + (size_t)(i * m->row_stride + j * m->col_stride) * cvf_dtype_size(m->dtype);
+    uint32_t bits = 0;
+    memcpy(&bits, p, cvf_dtype_size(m->dtype) < 4 ? cvf_dtype_size(m->dtype) : 4);
+    return bits;
+}
+
+/* Checks output n equals the first run's bits; names the first element that differs. */
+static void check_same_output(mlp_fixture *f, int n, const char *run)
+{
+    support_buffer *b = tensor_buffer(f, n);
+    if (!f->t[n].first || memcmp(f->t[n].first, b->bytes, b->size) == 0) {
+        CHECK(f->t[n].first != NULL, "%s: %s: no first run to compare with", run, f->specs[n].name);
+        return;
+    }
+    cvf_matrix now = tensor_view(f, n), then = now;
+    then.data = f->t[n].first + ((unsigned char *)now.data - b->bytes);
+    int64_t fi = -1, fj = -1, count = 0;
+    for (int64_t i = 0; i < now.rows; i++)
+        for (int64_t j = 0; j < now.cols; j++)
+            if (element_bits(&now, i, j) != element_bits(&then, i, j) && count++ == 0)
+                fi = i, fj = j;
+    if (count == 0) {
+        CHECK(false, "%s: %s: bytes outside the view differ from the first run", run, f->specs[n].name);
+        return;
+    }
+    CHECK(false,
+          "%s: %s (%s, %lld x %lld) not bit-identical to the first run: %lld elements differ; first [%lld, %lld]: "
+          "%.9g (0x%X) now, %.9g (0x%X) then",
+          run, f->specs[n].name, cvf_dtype_name(now.dtype), (long long)now.rows, (long long)now.cols, (long long)count,
+          (long long)fi, (long long)fj, cvft_matrix_get(&now, fi, fj), (unsigned)element_bits(&now, fi, fj),
+          cvft_matrix_get(&then, fi, fj), (unsigned)element_bits(&then, fi, fj));
+}
+
+/* Checks every output equals the first run's bits (the backward: K slices are added in a fixed
+ * order and the bias gradients are deterministic). */
+static void check_same(mlp_fixture *f, const char *run)
+{
+    for (int n = 0; n < f->count; n++)
+        if (f->specs[n].is_output)
+            check_same_output(f, n, run);
+}
+
+/* The self-check of the per-element check: negating the largest element of each output (in a
+ * float64 copy of the result) must add exactly one violation, at that element. */
+static void mlp_self_check(mlp_fixture *f, const char *run)
+{
+    for (int n = 0; n < f->count; n++) {
+        if (!f->specs[n].is_output)
+            continue;
+        const mlp_tensor *t = &f->t[n];
+        cvf_matrix view = tensor_view(f, n), copy;
+        if (!CHECK(cvft_matrix_to_f64(&view, &copy) == 0, "%s: out of memory", run))
+            continue;
+        int64_t bi = 0, bj = 0;
+        for (int64_t i = 0; i < copy.rows; i++)
+            for (int64_t j = 0; j < copy.cols; j++)
+                if (fabs(*at64(&t->f64, i, j)) > fabs(*at64(&t->f64, bi, bj)))
+                    bi = i, bj = j;
+        support_bound_report before, after;
+        support_compare_bounded(&copy, &t->f64, &t->bound, &before);
+        double *e = at64(&copy, bi, bj), old = *e;
+        *e = -*e;
+        support_compare_bounded(&copy, &t->f64, &t->bound, &after);
+        CHECK(after.violations == before.violations + 1 && after.worst_i == bi && after.worst_j == bj,
+              "%s: self-check: %s with element [%lld, %lld] negated (%.6g -> %.6g, want %.6g, bound %.3g) not caught "
+              "alone: %lld violations before, %lld after, worst at [%lld, %lld]",
+              run, f->specs[n].name, (long long)bi, (long long)bj, old, *e, *at64(&t->f64, bi, bj),
+              *at64(&t->bound, bi, bj), (long long)before.violations, (long long)after.violations,
+              (long long)after.worst_i, (long long)after.worst_j);
+        free(copy.data);
+    }
+}
+
+/* Runs the fixture on r, checks it against the reference; first: saves the outputs and runs the
+ * self-check; same: demands the first run's bits. */
+static void run_and_check(mlp_fixture *f, const mlp_runner *r, bool first, bool same)
+{
+    char run[256];
+    cvf_dtype workspace = f->backward ? workspace_dtype(f, r) : f->dtype;
+    double uw = f->backward ? support_unit_roundoff(workspace) : 0.0;
+    snprintf(run, sizeof run, "%s [%s%s%s]", f->label, r->name, f->backward ? ", grad_fc1_output in " : "",
+             f->backward ? cvf_dtype_name(workspace) : "");
+    if (!ensure_bounds(f, uw))
+        return;
+    cvf_status status = mlp_run(f, r);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
+               cvf_context_last_error(r->ctx)))
+        return;
+    mlp_check(f, run);
+    if (first) {
+        save_first(f);
+        mlp_self_check(f, run);
+    }
+    if (same)
+        check_same(f, run);
+}
+
+/* Captures the backward on the runner's user stream into a CUDA graph, then replays and checks
+ * it. Capture fails with cudaErrorStreamCaptureUnjoined when work forked onto a side stream is not
+ * joined back into the caller's stream: a deterministic check of the join (a copy after a stream
+ * synchronisation catches a missing join only when the side stream is still running). Another
+ * capture failure (a call capture does not allow) is printed as a note: capture is not promised. */
+static void capture_check(mlp_fixture *f, const mlp_runner *r)
+{
+    char run[256];
+    snprintf(run, sizeof run, "%s [%s, CUDA graph replay]", f->label, r->name);
+    poison_outputs(f, r);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: CUDA error before capture", run);
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    cudaError_t begin = cudaStreamBeginCapture(r->stream, cudaStreamCaptureModeRelaxed);
+    cvf_status status = begin == cudaSuccess ? mlp_call(f, r->ctx, VIEW_DEVICE) : CVF_STATUS_INTERNAL_ERROR;
+    cudaError_t end = begin == cudaSuccess ? cudaStreamEndCapture(r->stream, &graph) : begin;
+    cudaGetLastError(); /* a failed capture leaves no sticky error */
+    bool joined = CHECK(end != cudaErrorStreamCaptureUnjoined,
+                        "%s: cudaStreamEndCapture: %s: work forked onto a side stream was not joined back into the "
+                        "context's stream before cvf_mlp_backward returned",
+                        run, cudaGetErrorString(end));
+    if (joined && (end != cudaSuccess || status != CVF_STATUS_SUCCESS || !graph))
+        printf("  note: %s: the backward could not be captured into a CUDA graph (%s; %s: %s); not required\n", run,
+               cudaGetErrorString(end), cvf_status_string(status), cvf_context_last_error(r->ctx));
+    else if (joined && CHECK(cudaGraphInstantiateWithFlags(&exec, graph, 0) == cudaSuccess, "%s: instantiate", run)) {
+        CHECK(cudaGraphLaunch(exec, r->stream) == cudaSuccess, "%s: cudaGraphLaunch", run);
+        finish_run(f, r);
+        mlp_check(f, run);
+        check_same(f, run);
+    }
+    if (exec)
+        cudaGraphExecDestroy(exec);
+    if (graph)
+        cudaGraphDestroy(graph);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: CUDA error after the capture check", run);
+}
+
+/* The runners a case gets: GPU contexts (or, with --host-check, the CPU and the composition). */
+static int case_runners(const mlp_case *c, bool backward, mlp_runner *out)
+{
+    int n = 0;
+    if (host_mode) {
+        out[n++] = (mlp_runner){"cpu", cpu_ctx, NULL, SYNC_HOST, false};
+        out[n++] = (mlp_runner){"cpu, again", cpu_ctx, NULL, SYNC_HOST, false};
+        if (backward && c->dtype != CVF_F32)
+            out[n++] = (mlp_runner){"cpu, CUDA composition", cpu_ctx, NULL, SYNC_HOST, true};
+        return n;
+    }
+    out[n++] = (mlp_runner){"cuda", fast_ctx, NULL, SYNC_DEVICE, false};
+    if (backward)
+        out[n++] = (mlp_runner){"cuda, again", fast_ctx, NULL, SYNC_DEVICE, false};
+    if ((c->runs & MLP_SIMPLE) && !quick)
+        out[n++] = (mlp_runner){"cuda simple", simple_ctx, NULL, SYNC_DEVICE, false};
+    if (c->runs & MLP_STREAM) {
+        out[n++] = (mlp_runner){"cuda on a non-blocking user stream, stream sync", stream_ctx, user_stream, SYNC_STREAM,
+                                false};
+        out[n++] =
+            (mlp_runner){"cuda on a non-blocking user stream, copies on it", stream_ctx, user_stream, SYNC_NONE, false};
+    }
+    return n;
+}
+
+/* Runs one op (forward or backward) of case c on every runner it gets. */
+static void run_mlp_op(const mlp_case *c, bool backward, uint64_t seed)
+{
+    mlp_fixture *f = malloc(sizeof *f);
+    if (!CHECK(f != NULL, "out of memory"))
+        return;
+    double t0 = cvft_now_seconds();
+    if (!mlp_setup(f, c, backward, seed)) {
+        free(f);
+        return;
+    }
+    double t_ref = cvft_now_seconds() - t0;
+    mlp_runner runners[6];
+    int count = case_runners(c, backward, runners);
+    for (int r = 0; r < count; r++) {
+        /* bits compared with the first run: the same context again, and the user-stream context */
+        bool same = r > 0 && backward && runners[r].ctx != simple_ctx && !runners[r].compose;
+        run_and_check(f, &runners[r], r == 0, same);
+    }
+    if (backward && (c->runs & MLP_STREAM) && !host_mode)
+        capture_check(f, &runners[count - 1]);
+    printf("  %-44s %d runs: worst |err|/bound %.3f (%s), rel. Frobenius/tol %.3f, bound %.2g of |answer| (rms); "
+           "%.1f s (reference %.1f s)\n",
+           f->label, count, f->worst_ratio, f->worst_where, f->worst_frob, f->looseness, cvft_now_seconds() - t0,
+           t_ref);
+    mlp_teardown(f);
+    free(f);
+}
+
+/* The MLP cases (see the section comment). Reference cost 4 SHI (forward) + 10 SHI (backward,
+ * with the bounds' grad_output @ fc2_weight) FLOP on one host core: 197x768x3072 6.5 GFLOP per
+ * dtype, 394x384x1536 3.3, 4099x256x512 (backward only) 5.4, the rest < 0.1: ~40 GFLOP in all,
+ * 6-15 s at 3-7 GFLOP/s. */
+static const mlp_case mlp_cases[] = {
+    {130, 24, 40, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE | MLP_QUICK},
+    {197, 64, 256, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_QUICK},
+    {197, 64, 256, CVF_F16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE},
+    {197, 64, 256, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {1, 1, 1, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE},
+    {1, 1, 1, CVF_F16, MLP_FORWARD | MLP_BACKWARD},
+    {1, 1, 1, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {33, 67, 263, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE},
+    {33, 67, 263, CVF_F16, MLP_FORWARD | MLP_BACKWARD},
+    {33, 67, 263, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {130, 24, 40, CVF_F16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE},
+    {130, 24, 40, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {5, 8, 16, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE},
+    {5, 8, 16, CVF_F16, MLP_FORWARD | MLP_BACKWARD},
+    {5, 8, 16, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {197, 768, 3072, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE | MLP_STREAM},
+    {197, 768, 3072, CVF_F16, MLP_FORWARD | MLP_BACKWARD},
+    {197, 768, 3072, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {394, 384, 1536, CVF_BF16, MLP_FORWARD | MLP_BACKWARD | MLP_SIMPLE},
+    {394, 384, 1536, CVF_F16, MLP_FORWARD | MLP_BACKWARD},
+    {394, 384, 1536, CVF_F32, MLP_FORWARD | MLP_BACKWARD},
+    {4099, 256, 512, CVF_BF16, MLP_BACKWARD | MLP_SIMPLE},
+    {4099, 256, 512, CVF_F16, MLP_BACKWARD},
+};
+
+/* Section: the MLP cases (--quick: the two marked quick, the fast context only). */
+static void test_mlp(void)
+{
+    uint64_t seed = 7000;
+    for (size_t k = 0; k < ARRAY_SIZE(mlp_cases); k++) {
+        const mlp_case *c = &mlp_cases[k];
+        if (quick && !(c->runs & MLP_QUICK)) {
+            seed += 2;
+            continue;
+        }
+        if (c->runs & MLP_FORWARD)
+            run_mlp_op(c, false, seed);
+        if (c->runs & MLP_BACKWARD)
+            run_mlp_op(c, true, seed + 1);
+        seed += 2;
+    }
+}
+
+/* ---- the MLP backward plan on CUDA ---------------------------------------------------------- */
+
+/* Checks one kernel of a CUDA plan: a GEMM is scheduled (engine, tiles, units = tiles x splits,
+ * splits 1 or 2); every kernel runs on stream 0, 1 or 2. */
+static void check_plan_kernel(const char *label, const cvf_kernel_info *k)
+{
+    bool gemm = k->kind != CVF_KERNEL_REDUCTION;
+    CHECK(k->stream >= 0 && k->stream <= 2, "%s: %s: stream %d, expected 0, 1 or 2", label, k->name, (int)k->stream);
+    if (!gemm)
+        return;
+    CHECK(k->engine && k->engine[0], "%s: %s: no engine", label, k->name);
+    CHECK(k->tile_m > 0 && k->tile_n > 0 && k->tile_k > 0, "%s: %s: tiles %dx%dx%d, expected all > 0", label, k->name,
+          (int)k->tile_m, (int)k->tile_n, (int)k->tile_k);
+    CHECK(k->splits == 1 || k->splits == 2, "%s: %s: splits %d, expected 1 or 2", label, k->name, (int)k->splits);
+    if (k->tile_m > 0 && k->tile_n > 0) {
+        int64_t tiles = ((k->m + k->tile_m - 1) / k->tile_m) * ((k->n + k->tile_n - 1) / k->tile_n);
+        CHECK(k->units > 0 && k->units == tiles * k->splits,
+              "%s: %s (%lld x %lld x %lld): units %lld, expected %lld tiles of %dx%d x %d splits", label, k->name,
+              (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->units, (long long)tiles, (int)k->tile_m,
+              (int)k->tile_n, (int)k->splits);
+    }
+}
+
+/* Checks the plan ctx makes for an MLP backward of S, H, I in dtype; prints its schedule (and,
+ * with print, the whole description). */
+static void check_plan(cvf_context *ctx, const char *name, int64_t S, int64_t H, int64_t I, cvf_dtype dtype, bool print)
+{
+    char label[160];
+    snprintf(label, sizeof label, "plan S=%lld H=%lld I=%lld %s [%s]", (long long)S, (long long)H, (long long)I,
+             cvf_dtype_name(dtype), name);
+    cvf_mlp_shape shape = {S, H, I, dtype};
+    cvf_mlp_plan plan;
+    cvf_status status = cvf_mlp_backward_plan(ctx, &shape, &plan);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: %s: %s", label, cvf_status_string(status),
+               cvf_context_last_error(ctx)))
+        return;
+    CHECK(plan.kernel_count == 5, "%s: %d kernels, expected 5", label, (int)plan.kernel_count);
+    printf("  %s: grad_fc1_output %s;", label, cvf_dtype_name(plan.workspace_dtype));
+    for (int32_t i = 0; i < plan.kernel_count && i < CVF_PLAN_MAX_KERNELS; i++) {
+        const cvf_kernel_info *k = &plan.kernels[i];
+        check_plan_kernel(label, k);
+        printf(" %s: %s %dx%dx%d x%d s%d;", k->name, k->engine ? k->engine : "(null)", (int)k->tile_m, (int)k->tile_n,
+               (int)k->tile_k, (int)k->splits, (int)k->stream);
+    }
+    printf("\n");
+    size_t length = cvf_mlp_plan_describe(&plan, NULL, 0);
+    char *text = malloc(length + 1);
+    if (!CHECK(text != NULL, "%s: out of memory", label))
+        return;
+    cvf_mlp_plan_describe(&plan, text, length + 1);
+    CHECK(strstr(text, "runs on") != NULL, "%s: the description has no 'runs on' line:\n%s", label, text);
+    if (print)
+        fputs(text, stdout);
+    free(text);
+}
+
+/* Section: the CUDA plans: the ViT-B/16 batch-64 shape on both contexts, and the long-K case. */
+static void test_mlp_plan(void)
+{
+    check_plan(fast_ctx, "cuda", 12608, 768, 3072, CVF_BF16, !quick);
+    check_plan(simple_ctx, "cuda simple", 12608, 768, 3072, CVF_BF16, false);
+    check_plan(fast_ctx, "cuda", 4099, 256, 512, CVF_BF16, false);
+    check_plan(fast_ctx, "cuda", 197, 768, 3072, CVF_F32, false);
 }
 
 /* Section for compute-sanitizer (--quick): a few small cases through both kernels. */
@@ -592,14 +1515,64 @@ static void test_large_all(void)
     test_large(CVF_F16, CVF_ACTIVATION_RELU, SUPPORT_A_TRANSPOSED);
 }
 
-static void test_mlp_all(void)
+/* test_cuda --host-check: the MLP section with the CPU backend standing in for the GPU (no CUDA
+ * call is made): checks the error bounds and the self-checks on a machine without a GPU. */
+static int host_check_main(void)
 {
-    test_mlp(CVF_BF16);
-    test_mlp(CVF_F16);
+    cvf_context_options ref = {CVF_DEVICE_REFERENCE, 1, 0, NULL}, cpu = {CVF_DEVICE_CPU, 0, 0, NULL};
+    if (cvf_context_create(&ref, &reference_ctx) || cvf_context_create(&cpu, &cpu_ctx)) {
+        printf("FAIL: context creation\n");
+        return 1;
+    }
+    printf("test_cuda --host-check: the MLP checks with the CPU backend (and the CUDA composition on it) as the "
+           "device\n");
+    section("mlp (host)", test_mlp);
+    const char *where = "";
+    double worst = support_worst_error_ratio(&where);
+    printf("worst error / tolerance: %.3f (%s)\n", worst, where);
+    cvf_context_destroy(cpu_ctx);
+    cvf_context_destroy(reference_ctx);
+    return test_report("test_cuda --host-check");
+}
+
+/* Creates the CUDA contexts: the default one, the simple kernel's, and one on a non-blocking user
+ * stream. Returns whether all were made. */
+static bool create_cuda_contexts(void)
+{
+    cvf_context_options ref = {CVF_DEVICE_REFERENCE, 1, 0, NULL}, cuda = {CVF_DEVICE_CUDA, 0, 0, NULL};
+    if (cvf_context_create(&ref, &reference_ctx) || cvf_context_create(&cuda, &fast_ctx))
+        return false;
+    setenv("CVF_CUDA_KERNEL", "simple", 1);
+    cvf_status status = cvf_context_create(&cuda, &simple_ctx);
+    unsetenv("CVF_CUDA_KERNEL");
+    if (status != CVF_STATUS_SUCCESS || cudaStreamCreateWithFlags(&user_stream, cudaStreamNonBlocking) != cudaSuccess)
+        return false;
+    cvf_context_options on_stream = {CVF_DEVICE_CUDA, 0, 0, user_stream};
+    return cvf_context_create(&on_stream, &stream_ctx) == CVF_STATUS_SUCCESS;
+}
+
+/* Parses the options (--quick, --host-check). Returns whether they were all known. */
+static bool parse_options(int argc, char **argv)
+{
+    for (int a = 1; a < argc; a++) {
+        if (strcmp(argv[a], "--quick") == 0)
+            quick = true;
+        else if (strcmp(argv[a], "--host-check") == 0)
+            host_mode = true;
+        else {
+            printf("usage: test_cuda [--quick] [--host-check]\n");
+            return false;
+        }
+    }
+    return true;
 }
 
 int main(int argc, char **argv)
 {
+    if (!parse_options(argc, argv))
+        return 2;
+    if (host_mode)
+        return host_check_main();
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess || count == 0) {
@@ -611,33 +1584,27 @@ int main(int argc, char **argv)
     hopper = prop.major == 9;
     printf("test_cuda on %s (sm_%d%d, %d SMs)%s\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount,
            hopper ? "" : ": not Hopper, every call runs on the simple kernel");
-    cvf_context_options ref = {CVF_DEVICE_REFERENCE, 1, 0, NULL}, cuda = {CVF_DEVICE_CUDA, 0, 0, NULL};
-    if (cvf_context_create(&ref, &reference_ctx) || cvf_context_create(&cuda, &fast_ctx)) {
+    if (!create_cuda_contexts()) {
         printf("FAIL: context creation\n");
         return 1;
     }
-    setenv("CVF_CUDA_KERNEL", "simple", 1);
-    cvf_status status = cvf_context_create(&cuda, &simple_ctx);
-    unsetenv("CVF_CUDA_KERNEL");
-    if (status) {
-        printf("FAIL: simple context creation\n");
-        return 1;
-    }
-    quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     section("errors", test_errors);
-    if (quick)
+    if (quick) {
         section("sanitize set", test_sanitize_cases);
-    else
+    } else {
         section("shapes", test_shapes);
-    if (!quick) {
         section("cross product", test_cross_product);
         section("column sum", test_column_sum);
-        section("mlp", test_mlp_all);
-        section("large", test_large_all);
     }
+    section("mlp", test_mlp);
+    section("mlp plan", test_mlp_plan);
+    if (!quick)
+        section("large", test_large_all);
     const char *where = "";
     double worst = support_worst_error_ratio(&where);
     printf("worst error / tolerance: %.3f (%s)\n", worst, where);
+    cvf_context_destroy(stream_ctx);
+    cudaStreamDestroy(user_stream);
     cvf_context_destroy(simple_ctx);
     cvf_context_destroy(fast_ctx);
     cvf_context_destroy(reference_ctx);

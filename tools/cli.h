@@ -77,7 +77,8 @@ typedef struct cli_args {
     const char *text[CLI_OPT_COUNT]; /* values of the text options (--inputs, --outputs, --op) */
     cvf_dtype dtype;                 /* --dtype, when given */
     cvf_device device;               /* --device, CPU unless given */
-    int cuda;                        /* --device cuda (bench only; device stays CPU) */
+    int cuda;                        /* --device cuda (bench: device stays CPU, the CUDA bench runs;
+                                        explain: device is CVF_DEVICE_CUDA) */
 } cli_args;
 
 /* Parses argv[0..argc) (the words after the subcommand) accepting only the options in allowed.
@@ -108,7 +109,8 @@ int cli_runtime_error(const char *command, const char *format, ...) __attribute_
 int cli_library_error(const char *command, const char *call, cvf_status status, const cvf_context *ctx);
 
 /* Creates a context on device with threads workers; on failure reports it and returns
- * CLI_EXIT_RUNTIME with *ctx NULL. */
+ * CLI_EXIT_RUNTIME with *ctx NULL. A CUDA context that cannot be had (UNSUPPORTED) is reported on
+ * one line with the reason: built without CUDA, no CUDA device, or device 0 unusable. */
 int cli_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx);
 
 /* ---- ops ------------------------------------------------------------------------------------ */

@@ -1,7 +1,9 @@
 /*
  * The explain subcommand: the plan the library would run for an MLP GELU backward of a shape on a
  * device (cvf_mlp_backward_plan), as the library's own description (cvf_mlp_plan_describe) or as
- * one JSON object: kernels with what each computes and fuses, FLOPs, bytes, and the bytes saved.
+ * one JSON object: kernels with what each computes and fuses, FLOPs, bytes, how each is scheduled
+ * (on CUDA: engine, tiles, K slices, work units, stream), and the bytes saved. --device cuda needs
+ * a GPU (the plan depends on it); without one explain fails with exit 1 and the reason.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -23,8 +25,14 @@ static void print_explain_help(FILE *out, const cli_op *op)
     cli_print_options(out, EXPLAIN_OPTIONS);
     fprintf(out, "defaults: --S %lld --H %lld --I %lld --dtype %s --device cpu\n", (long long)op->dim_defaults[0],
             (long long)op->dim_defaults[1], (long long)op->dim_defaults[2], cvf_dtype_name(op->default_dtype));
+    fprintf(out, "--device cuda: the plan of the CUDA backend on GPU 0, with a 'runs on:' line per kernel: its\n"
+                 "  engine (e.g. sm90 TMA+wgmma, simple, column sums), output tile and K step, tiles x K slices\n"
+                 "  (added in a fixed order), and stream (0 the caller's; 1, 2 side streams joined before the call\n"
+                 "  returns). It needs a build with CUDA and a GPU: otherwise exit 1 and the reason on stderr.\n");
     fprintf(out, "--json: one object with op, device, dtype, workspace_dtype, shape, kernels (name, kind,\n"
-                 "  computes, fused, m, n, k, flops, bytes), bytes_total, savings (what, bytes), bytes_saved.\n");
+                 "  computes, fused, m, n, k, flops, bytes, engine, tile_m, tile_n, tile_k, splits, units, stream;\n"
+                 "  engine \"\" and zeros where the device does not schedule its kernels: cpu, reference),\n"
+                 "  bytes_total, savings (what, bytes), bytes_saved.\n");
 }
 
 /* Prints the library's description of plan. Returns a CLI_EXIT_* code. */
@@ -66,8 +74,11 @@ static void json_kernel(FILE *out, const cvf_kernel_info *k)
     json_text_field(out, 0, "kind", kind_json_name(k->kind));
     json_text_field(out, 0, "computes", k->computes);
     json_text_field(out, 0, "fused", k->fused);
-    fprintf(out, ",\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64 ",\"flops\":%" PRIu64 ",\"bytes\":%" PRIu64 "}",
+    fprintf(out, ",\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64 ",\"flops\":%" PRIu64 ",\"bytes\":%" PRIu64,
             k->m, k->n, k->k, k->flops, k->bytes);
+    json_text_field(out, 0, "engine", k->engine);
+    fprintf(out, ",\"tile_m\":%d,\"tile_n\":%d,\"tile_k\":%d,\"splits\":%d,\"units\":%" PRId64 ",\"stream\":%d}",
+            (int)k->tile_m, (int)k->tile_n, (int)k->tile_k, (int)k->splits, k->units, (int)k->stream);
 }
 
 /* Prints plan as one JSON object on one line. */
