@@ -124,16 +124,28 @@ __device__ __forceinline__ float dev_gelu(float x)
     return x * s;
 }
 
-/* Branch-free: beyond |x| = 1e10 the limit (1 or 0) is selected, since x^2 would overflow
- * there and s (1 - s) is exactly 0. */
+/* max / min that return NaN when either input is NaN (fmaxf/fminf would drop it). */
+__device__ __forceinline__ float dev_clamp_nan(float x, float lo, float hi)
+{
+    float y;
+    asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(x), "f"(lo));
+    asm("min.NaN.f32 %0, %0, %1;" : "+f"(y) : "f"(hi));
+    return y;
+}
+
+/* Branch-free, 17 operations: with r = 1 / (1 + t), s (1 - s) = t r^2 in both orders. x is
+ * clamped to +-1e10 first: there s (1 - s) is exactly 0 and the limits 1 and 0 come out, and
+ * x^2 cannot overflow into an inf * 0. NaN stays NaN. */
 __device__ __forceinline__ float dev_gelu_derivative(float x)
 {
     const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    float s, one_minus_s;
-    dev_sigmoid2(dev_gelu_u(x), &s, &one_minus_s);
-    float d = s + 2.0f * x * s * one_minus_s * k * (1.0f + 3.0f * c * x * x);
-    float limit = x > 0.0f ? 1.0f : 0.0f;
-    return fabsf(x) > 1e10f ? limit : d;
+    const float xc = dev_clamp_nan(x, -1e10f, 1e10f), x2 = xc * xc;
+    const float u = k * xc * fmaf(c, x2, 1.0f);
+    const float t = dev_exp2_approx(-2.8853900817779268f * fabsf(u));
+    const float r = dev_rcp_approx(1.0f + t), tr = t * r;
+    const float s = u >= 0.0f ? r : tr;
+    const float q = fmaf(6.0f * k * c, x2, 2.0f * k); /* 2 k (1 + 3 c x^2) */
+    return fmaf(xc * q, tr * r, s);
 }
 
 /* The activation of the epilogue; aux is aux_in[i, j] (read only for DGELU). */

@@ -61,8 +61,11 @@ struct sm90_params {
      * one's accumulators (one IEEE addition, commutative: bit-identical whichever finished first)
      * and runs the epilogue. */
     int32_t splits, units;
-    int32_t aux_packed; /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned:
-                           the epilogue prefetches it as 16-bit pairs (see load_aux_pairs) */
+    int32_t aux_packed;  /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned,
+                            and the activation is GELU': the epilogue prefetches it as 16-bit pairs
+                            (see load_aux_pairs) */
+    int32_t bias_packed; /* bias is f16/bf16, unit stride, 4-byte aligned, and aux_in is not prefetched:
+                            the epilogue prefetches it as 16-bit pairs (see load_bias_pairs) */
     int32_t *sync;        /* [0] next unit, [1] CTAs done, [SYNC_SEMS + 2 h], [.. + 1]: half tile h's
                              arrival count and ready flag. Zero at launch; the kernel leaves it zero. */
     float *split_partial; /* [tile][2 halves][HALF_TILE_FLOATS] when splits == 2 */
@@ -391,22 +394,64 @@ __device__ __forceinline__ void load_aux_pairs(const sm90_params &p, uint32_t (&
                                                int t)
 {
     const int warp = t / 32, lane = t % 32;
-    const int64_t i0 = row0 + warp * 16 + lane / 4;
-    const unsigned short *base = static_cast<const unsigned short *>(p.aux_in.data);
+    const int64_t i0 = row0 + warp * 16 + lane / 4, j0 = col0 + 2 * (lane % 4);
+    const unsigned short *row = static_cast<const unsigned short *>(p.aux_in.data) + i0 * p.aux_in.rs + j0;
+    if (row0 + 64 <= p.m && col0 + 2 * CHUNK <= p.n) { /* inside: 16 loads off two row pointers */
+        const unsigned short *row8 = row + 8 * p.aux_in.rs;
+#pragma unroll
+        for (int c = 0; c < 2; c++)
+#pragma unroll
+            for (int jb = 0; jb < 4; jb++) {
+                v[c * 8 + jb * 2] = __ldg(reinterpret_cast<const unsigned int *>(row + c * CHUNK + jb * 8));
+                v[c * 8 + jb * 2 + 1] = __ldg(reinterpret_cast<const unsigned int *>(row8 + c * CHUNK + jb * 8));
+            }
+        return;
+    }
 #pragma unroll
     for (int c = 0; c < 2; c++)
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int64_t i = i0 + 8 * h, j = col0 + c * CHUNK + jb * 8 + 2 * (lane % 4);
+                const int64_t i = i0 + 8 * h, j = j0 + c * CHUNK + jb * 8;
                 uint32_t x = 0;
                 if (i < p.m && j < p.n) {
-                    const unsigned short *e = base + i * p.aux_in.rs + j;
+                    const unsigned short *e = row + 8 * h * p.aux_in.rs + c * CHUNK + jb * 8;
                     x = j + 1 < p.n ? __ldg(reinterpret_cast<const unsigned int *>(e)) : (uint32_t)__ldg(e);
                 }
                 v[c * 8 + jb * 2 + h] = x;
             }
+}
+
+/* The bias of this thread's columns in two chunks as packed 16-bit pairs, in the slots of the aux
+ * pairs of row half 0 ([chunk][jb][0]); prefetched like aux_in, since a dependent load per chunk
+ * of a vector every tile reads would make the epilogue wait on L2 eight times per tile. */
+__device__ __forceinline__ void load_bias_pairs(const sm90_params &p, uint32_t (&v)[16], int64_t col0, int t)
+{
+    const int lane = t % 32;
+    const unsigned short *base = static_cast<const unsigned short *>(p.bias.data);
+#pragma unroll
+    for (int c = 0; c < 2; c++)
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++) {
+            const int64_t j = col0 + c * CHUNK + jb * 8 + 2 * (lane % 4);
+            uint32_t x = 0;
+            if (j + 1 < p.n)
+                x = __ldg(reinterpret_cast<const unsigned int *>(base + j));
+            else if (j < p.n)
+                x = __ldg(base + j);
+            v[c * 8 + jb * 2] = x;
+        }
+}
+
+/* Prefetches what the epilogue of the two chunks at (row0, col0) reads: aux_in or bias pairs. */
+__device__ __forceinline__ void prefetch_pairs(const sm90_params &p, uint32_t (&v)[16], int64_t row0, int64_t col0,
+                                               int t)
+{
+    if (p.aux_packed)
+        load_aux_pairs(p, v, row0, col0, t);
+    else if (p.bias_packed)
+        load_bias_pairs(p, v, col0, t);
 }
 
 /* Element e (0: column j, 1: j + 1) of a packed pair of dtype (f16 or bf16) as fp32. */
@@ -425,7 +470,16 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
 {
     const int warp = t / 32, lane = t % 32;
     const int64_t i0 = row0 + warp * 16 + lane / 4;
-    if (p.bias.data) {
+    if (p.bias_packed) {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float b = unpack_aux(aux[CH * 8 + jb * 2], e, p.bias.dtype);
+                acc[CH * 16 + jb * 4 + e] += b;
+                acc[CH * 16 + jb * 4 + 2 + e] += b;
+            }
+    } else if (p.bias.data) {
 #pragma unroll
         for (int jb = 0; jb < 4; jb++)
 #pragma unroll
@@ -454,7 +508,7 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
             acc[CH * 16 + q] = dev_gelu(acc[CH * 16 + q]);
         break;
     case CVF_ACTIVATION_DGELU_TANH:
-        if (p.aux_packed) {
+        if (p.aux_packed) { /* aux_packed implies this activation */
 #pragma unroll
             for (int jb = 0; jb < 4; jb++)
 #pragma unroll
@@ -504,7 +558,7 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
                                               const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
                                               int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16])
 {
-    const bool prefetch = p.aux_packed && p.activation == CVF_ACTIVATION_DGELU_TANH;
+    const bool prefetch = p.aux_packed || p.bias_packed;
 #pragma unroll 1
     for (int ch = 0; ch < BN / CHUNK; ch += 2) { /* two chunks per iteration: 3 x 96 moves, not 7 x 112 */
         uint32_t aux[16];
@@ -512,7 +566,7 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
         for (int i = 0; i < 16; i++)
             aux[i] = aux_next[i];
         if (prefetch && ch + 2 < BN / CHUNK)
-            load_aux_pairs(p, aux_next, row0, col0 + (ch + 2) * CHUNK, t);
+            prefetch_pairs(p, aux_next, row0, col0 + (ch + 2) * CHUNK, t);
         epilogue_chunk<0>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux);
         epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux);
         if (ch + 2 < BN / CHUNK) {
@@ -538,7 +592,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     unsigned char *staging = ring_b + STAGES * B_STAGE;
     uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
     const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + STAGES);
-    volatile int32_t *stage_unit = reinterpret_cast<volatile int32_t *>(bars + 2 * STAGES);
+    int32_t *stage_unit = reinterpret_cast<int32_t *>(bars + 2 * STAGES);
     volatile int32_t *xchg = stage_unit + STAGES;
 
     const int warpgroup = threadIdx.x / 128;
@@ -564,12 +618,15 @@ __global__ void __launch_bounds__(THREADS, 1)
                  * cannot start, so CTAs that start late (behind another stream's kernel) take less. */
                 mbar_wait(empty0 + 8 * stage, phase ^ 1);
                 const int32_t u = atomicAdd(p.sync, 1);
+                /* The unit id is published by the arrive on the stage's full barrier (release.cta;
+                 * the consumers' wait acquires). Shared atomics, so that racecheck, which does not
+                 * follow mbarriers, sees no plain-store hazard. */
                 if (u >= p.units) {
-                    stage_unit[stage] = -1;
+                    atomicExch(stage_unit + stage, -1);
                     mbar_arrive(full0 + 8 * stage); /* the consumers read -1 and stop */
                     break;
                 }
-                stage_unit[stage] = u; /* published by the arrive below (release.cta) */
+                atomicExch(stage_unit + stage, u);
                 const unit_work w = unit_of(p, u);
                 const int32_t tm = w.tm, tn = w.tn;
                 for (int32_t kt = w.kt0; kt < w.kt1; kt++) {
@@ -630,7 +687,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint32_t phase = 0;
     for (;;) {
         mbar_wait(full0 + 8 * stage, phase); /* the next unit's first K-slice, or the stop */
-        const int32_t u = stage_unit[stage];
+        const int32_t u = atomicOr(stage_unit + stage, 0);
         if (u < 0)
             break;
         const unit_work w = unit_of(p, u);
@@ -670,9 +727,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
         for (int i = 0; i < 16; i++)
             aux[i] = 0;
-        const bool prefetch = p.aux_packed && p.activation == CVF_ACTIVATION_DGELU_TANH;
+        const bool prefetch = p.aux_packed || p.bias_packed;
         if (prefetch && p.splits == 1)
-            load_aux_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
+            prefetch_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
         wgmma_wait<0>();
         fence_acc(acc);
         if (t == 0)
@@ -681,7 +738,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             if (!split_exchange(p, acc, 2 * w.tile + wg, wg, t, xchg))
                 continue;
             if (prefetch)
-                load_aux_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
+                prefetch_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
         }
         epilogue_tile(p, &map_c, &map_aux, acc, st, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, aux);
     }

@@ -190,7 +190,7 @@ extern "C" void cvf_cuda_mlp_schedule(const cvf_context *ctx, cvf_mlp_step *step
         const cvf_mlp_step *s = &steps[i];
         k->stream = lane_of(i, serial);
         if (k->kind == CVF_KERNEL_REDUCTION) {
-            k->engine = "column sums (256-row slabs, then slabs added in order)";
+            k->engine = "column sums (64-row slabs, then the slabs added in a fixed order)";
             k->splits = 1;
             continue;
         }
