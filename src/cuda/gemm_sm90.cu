@@ -15,8 +15,12 @@
  *     output dtype, and the stores, 32 columns at a time through a per-warpgroup shared buffer
  *     so that global stores are 16-byte and coalesced. The producer meanwhile fills the ring
  *     with the next tile's slices.
- * Tiles are visited in a grouped order (GROUP_M row tiles per group, then along N) so that the
- * CTAs running at one time share A rows and B columns in L2.
+ * Work units (tiles, or half-K slices of tiles when few tiles would leave SMs idle) are handed
+ * out in a grouped order (GROUP_M row tiles per group, then along N, so that the CTAs running at
+ * one time share A rows and B columns in L2) by an atomic counter the producer reads when a stage
+ * is free: CTAs that start late, behind another stream's kernel, take fewer. The two halves of a
+ * split tile meet in split_exchange (gemm_sm90.cuh): the second to finish adds the first's
+ * accumulators, one commutative addition, so the result does not depend on which was first.
  *
  * Operands are read in place: A row-major (K contiguous, "K-major") or column-major (M
  * contiguous), B column-major (K-major) or row-major (N contiguous): the TMA box follows the
