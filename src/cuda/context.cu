@@ -38,11 +38,13 @@ extern "C" cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_
     info->fast = prop.major == 9 && !(kernel && strcmp(kernel, "simple") == 0);
     info->last_kernel = "";
     info->tmap_cache = cvf_cuda_tmap_cache_create(); /* NULL only disables the reuse */
-    /* The fast kernel's scheduler counters and split-K words: cleared once here (synchronously),
-     * left cleared by every launch. Without them the fast kernel is not used. */
+    /* The fast kernel's scheduler counters and split-K words: cleared once here, left cleared by
+     * every launch. cudaMemset runs on the legacy default stream, which a non-blocking context
+     * stream does not wait for: synchronise so that the first launch sees zeros. Without the
+     * block the fast kernel is not used. */
     size_t sync_bytes = sizeof(int32_t) * CVF_CUDA_SYNC_INTS * CVF_CUDA_LANES;
     if (cudaMalloc((void **)&info->sync, sync_bytes) != cudaSuccess ||
-        cudaMemset(info->sync, 0, sync_bytes) != cudaSuccess) {
+        cudaMemset(info->sync, 0, sync_bytes) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
         cudaGetLastError();
         if (info->sync)
             cudaFree(info->sync);

@@ -59,13 +59,9 @@ size_t step_bytes(const cvf_context *ctx, const cvf_mlp_step *step)
     return cvf_cuda_matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
 }
 
-/* Creates the side streams and events of ctx, once. False when CUDA refuses (the backward then
- * runs serially on the context's stream). */
-bool ensure_lanes(cvf_context *ctx)
+/* The body of ensure_lanes, on the context's device. */
+bool create_lanes(cvf_cuda_info *info)
 {
-    cvf_cuda_info *info = &ctx->cuda;
-    if (info->side_streams[0] && info->side_streams[1] && info->events[3])
-        return true;
     for (int i = 0; i < 2; i++)
         if (!info->side_streams[i]) {
             cudaStream_t s;
@@ -88,6 +84,24 @@ bool ensure_lanes(cvf_context *ctx)
             info->events[i] = e;
         }
     return true;
+}
+
+/* Creates the side streams and events of ctx, once, on the context's GPU (whatever device is
+ * current is restored). False when CUDA refuses (the backward then runs serially on the
+ * context's stream). */
+bool ensure_lanes(cvf_context *ctx)
+{
+    cvf_cuda_info *info = &ctx->cuda;
+    if (info->side_streams[0] && info->side_streams[1] && info->events[3])
+        return true;
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess || cudaSetDevice(info->device_index) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    bool made = create_lanes(info);
+    cudaSetDevice(current);
+    return made;
 }
 
 /* The stream of lane (0: the context's own). */
@@ -153,8 +167,9 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, void *const *w
     if (status == CVF_STATUS_SUCCESS && linked == CVF_STATUS_SUCCESS)
         status = run_step(ctx, &steps[STEP_K2_3], main_stream, 0, workspaces[STEP_K2_3]);
     cvf_status joined = link_lanes(ctx, main_stream, EVENT_LANE1, 1, 0);
+    cvf_status joined2 = link_lanes(ctx, main_stream, EVENT_LANE2, 2, 0); /* even if the first failed */
     if (joined == CVF_STATUS_SUCCESS)
-        joined = link_lanes(ctx, main_stream, EVENT_LANE2, 2, 0);
+        joined = joined2;
     if (status == CVF_STATUS_SUCCESS)
         status = linked != CVF_STATUS_SUCCESS ? linked : joined;
     return status;
