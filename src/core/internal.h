@@ -189,6 +189,13 @@ struct cvf_mlp_step {
  * point into args. */
 int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps);
 
+/* Bytes of workspace one step needs from ctx's backend. */
+size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step);
+
+/* Runs one step on ctx's backend with its workspace; a failure's message is prefixed with the
+ * kernel's name and formula. */
+cvf_status cvf_mlp_run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace);
+
 /* The dtype ctx's backend keeps grad_fc1_output in for tensors of storage dtype. */
 cvf_dtype cvf_mlp_intermediate_dtype(const cvf_context *ctx, cvf_dtype storage);
 

@@ -71,16 +71,14 @@ static cvf_status validate_mlp(cvf_context *ctx, const mlp_tensor *tensors, int 
     return cvf_check_aliasing(ctx, operands, count);
 }
 
-/* Bytes of workspace one step needs from the backend. */
-static size_t step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
+size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
     if (step->info.kind == CVF_KERNEL_REDUCTION)
         return ctx->backend->column_sum_workspace(ctx, &step->a);
     return ctx->backend->matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
 }
 
-/* Runs one step; a failure's message is prefixed with the kernel's name. */
-static cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace)
+cvf_status cvf_mlp_run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace)
 {
     const cvf_backend *be = ctx->backend;
     cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
@@ -99,7 +97,7 @@ static cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, void *wor
 static cvf_status run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *workspace)
 {
     for (int i = 0; i < count; i++) {
-        cvf_status status = run_step(ctx, &steps[i], workspace);
+        cvf_status status = cvf_mlp_run_step(ctx, &steps[i], workspace);
         if (status != CVF_STATUS_SUCCESS)
             return status;
     }
@@ -111,7 +109,7 @@ static size_t steps_workspace(const cvf_context *ctx, const cvf_mlp_step *steps,
 {
     size_t most = 0;
     for (int i = 0; i < count; i++) {
-        size_t bytes = step_workspace(ctx, &steps[i]);
+        size_t bytes = cvf_mlp_step_workspace(ctx, &steps[i]);
         most = bytes > most ? bytes : most;
     }
     return most;

@@ -23,7 +23,6 @@
  * the TMA. Each step gets its own piece of the workspace, since steps run at the same time.
  */
 #include <cuda_runtime.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,14 +48,6 @@ bool serial_requested(void)
 int32_t lane_of(int step, bool serial)
 {
     return serial || step >= STEP_COUNT ? 0 : step_lane[step];
-}
-
-/* Workspace bytes of one step. */
-size_t step_bytes(const cvf_context *ctx, const cvf_mlp_step *step)
-{
-    if (step->info.kind == CVF_KERNEL_REDUCTION)
-        return cvf_cuda_column_sum_workspace(ctx, &step->a);
-    return cvf_cuda_matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
 }
 
 /* The body of ensure_lanes, on the context's device. */
@@ -111,21 +102,14 @@ cudaStream_t lane_stream(const cvf_context *ctx, void *main_stream, int32_t lane
 }
 
 /* Runs one step on its lane: the backend's entry points enqueue on ctx->cuda.stream, which is
- * pointed at the lane's stream for the step. A failure's message names the kernel. */
+ * pointed at the lane's stream for the step. */
 cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, void *main_stream, int32_t lane, void *workspace)
 {
     ctx->cuda.stream = lane_stream(ctx, main_stream, lane);
     ctx->cuda.lane = lane;
-    cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
-                            ? cvf_cuda_column_sum(ctx, &step->a, &step->out, workspace)
-                            : cvf_cuda_matmul(ctx, &step->a, &step->b, &step->c, &step->epilogue, workspace);
+    cvf_status status = cvf_mlp_run_step(ctx, step, workspace);
     ctx->cuda.stream = main_stream;
     ctx->cuda.lane = 0;
-    if (status != CVF_STATUS_SUCCESS) {
-        char reason[CVF_MESSAGE_SIZE];
-        snprintf(reason, sizeof reason, "%s", ctx->message);
-        cvf_fail(ctx, status, "%s (%s): %s", step->info.name, step->info.computes, reason);
-    }
     return status;
 }
 
@@ -245,7 +229,7 @@ extern "C" cvf_status cvf_cuda_mlp_backward(cvf_context *ctx, const cvf_mlp_back
                         (int)STEP_COUNT);
     size_t offsets[STEP_COUNT], total = held;
     for (int k = 0; k < STEP_COUNT; k++) {
-        size_t bytes = cvf_round_up_64(step_bytes(ctx, &steps[k]));
+        size_t bytes = cvf_round_up_64(cvf_mlp_step_workspace(ctx, &steps[k]));
         if (bytes > SIZE_MAX / 4 - total)
             return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "mlp backward: workspace size overflows");
         offsets[k] = total;
