@@ -1446,7 +1446,7 @@ static void write_mlp_json(const mlp_report *r, FILE *f)
  * and returns the name of the dtype it keeps grad_fc1_output in. */
 static const char *print_plan(const mlp_case *m)
 {
-    cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype};
+    cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype, CVF_GELU_TANH};
     cvf_mlp_plan plan;
     cvf_check(m->ctx, cvf_mlp_backward_plan(m->ctx, &shape, &plan), "cvf_mlp_backward_plan");
     for (int i = 0; i < plan.kernel_count; i++) {

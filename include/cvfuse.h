@@ -33,9 +33,23 @@
 extern "C" {
 #endif
 
+/* CVF_API marks the public functions: the only symbols a shared libcvfuse exports (the library is
+ * built with hidden visibility). Defined empty where the compiler has no visibility attribute. */
+#ifndef CVF_API
+#if defined(__GNUC__) || defined(__clang__)
+#define CVF_API __attribute__((visibility("default")))
+#else
+#define CVF_API
+#endif
+#endif
+
 #define CVF_VERSION_MAJOR 0
-#define CVF_VERSION_MINOR 1
+#define CVF_VERSION_MINOR 2
 #define CVF_VERSION_PATCH 0
+
+/* Returns the version of the library linked at run time, "MAJOR.MINOR.PATCH" (compare with the
+ * CVF_VERSION_* macros of the header compiled against). Never NULL. */
+CVF_API const char *cvf_version(void);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status codes                                                                                */
@@ -51,11 +65,13 @@ typedef enum cvf_status {
     CVF_STATUS_SIZE_OVERFLOW = 6,      /* a view's byte extent does not fit in the address space */
     CVF_STATUS_UNSUPPORTED = 7,        /* valid request this device cannot run (e.g. dtype mix) */
     CVF_STATUS_OUT_OF_MEMORY = 8,      /* a workspace or thread could not be allocated */
-    CVF_STATUS_INTERNAL_ERROR = 9      /* a bug in cvfuse: please report it */
+    CVF_STATUS_INTERNAL_ERROR = 9,     /* a bug in cvfuse: please report it */
+    CVF_STATUS_WORKSPACE_TOO_SMALL = 10 /* the caller's workspace (cvf_context_set_workspace) is smaller
+                                           than the call needs; nothing was written */
 } cvf_status;
 
 /* Returns a static, human-readable name for a status ("invalid value", ...). Never NULL. */
-const char *cvf_status_string(cvf_status status);
+CVF_API const char *cvf_status_string(cvf_status status);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Data types                                                                                  */
@@ -69,29 +85,29 @@ typedef enum cvf_dtype {
 } cvf_dtype;
 
 /* Returns the size in bytes of one element of dtype, or 0 for an unknown dtype. */
-size_t cvf_dtype_size(cvf_dtype dtype);
+CVF_API size_t cvf_dtype_size(cvf_dtype dtype);
 
 /* Returns a static lower-case name ("f32", "f16", "bf16", "f64"), or "unknown". */
-const char *cvf_dtype_name(cvf_dtype dtype);
+CVF_API const char *cvf_dtype_name(cvf_dtype dtype);
 
 /* Converts binary32 to binary16, rounding to nearest even; NaN stays NaN (sign kept, quieted),
  * overflow gives ±Inf, tiny values round to subnormals or ±0. */
-uint16_t cvf_f32_to_f16(float value);
+CVF_API uint16_t cvf_f32_to_f16(float value);
 
 /* Converts binary16 to binary32 exactly. */
-float cvf_f16_to_f32(uint16_t bits);
+CVF_API float cvf_f16_to_f32(uint16_t bits);
 
 /* Converts binary32 to bfloat16, rounding to nearest even; NaN stays NaN (sign kept, quieted). */
-uint16_t cvf_f32_to_bf16(float value);
+CVF_API uint16_t cvf_f32_to_bf16(float value);
 
 /* Converts bfloat16 to binary32 exactly. */
-float cvf_bf16_to_f32(uint16_t bits);
+CVF_API float cvf_bf16_to_f32(uint16_t bits);
 
 /* Converts binary64 to binary16 with one rounding (nearest even), as cvf_f32_to_f16 does. */
-uint16_t cvf_f64_to_f16(double value);
+CVF_API uint16_t cvf_f64_to_f16(double value);
 
 /* Converts binary64 to bfloat16 with one rounding (nearest even), as cvf_f32_to_bf16 does. */
-uint16_t cvf_f64_to_bf16(double value);
+CVF_API uint16_t cvf_f64_to_bf16(double value);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Views                                                                                       */
@@ -165,29 +181,57 @@ typedef struct cvf_context_options {
 
 typedef struct cvf_context cvf_context;
 
+/* Returns the reason the last cvf_context_create on this thread failed ("" when it succeeded or
+ * none was made): which device, and what the driver or the system said. Thread-local; the pointer
+ * stays valid until the next cvf_context_create on this thread. */
+CVF_API const char *cvf_context_create_error(void);
+
 /* Creates a context. options may be NULL (CPU device, all cores). On success *out holds the new
  * context; on failure *out is set to NULL. A CUDA context fails with CVF_STATUS_UNSUPPORTED when
  * the library was built without CUDA or device_index names no usable GPU (the reason is printed
  * to stderr when the environment variable CVF_DEBUG is set); on a GPU other than compute
  * capability 9.x it is created and runs every call on the portable (slow) kernel. A context keeps the largest workspace
  * its calls have needed (scratch and, for the MLP backward, grad_fc1_output) and reuses it until destroyed. */
-cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out);
+CVF_API cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out);
 
 /* Destroys a context and joins its threads. NULL is a no-op. */
-void cvf_context_destroy(cvf_context *ctx);
+CVF_API void cvf_context_destroy(cvf_context *ctx);
 
 /* Returns the message of the last failed call on ctx ("" after a success; static text for a
  * NULL ctx). The pointer stays valid until the next call on ctx. */
-const char *cvf_context_last_error(const cvf_context *ctx);
+CVF_API const char *cvf_context_last_error(const cvf_context *ctx);
+
+/* Orders every later call on ctx after the work already queued on stream (a cudaStream_t of the
+ * context's GPU; NULL is the legacy default stream), as a framework's "current stream" changes
+ * between calls. Cheap: it stores the handle, so it may be called before every op. On the cpu and
+ * reference devices only NULL is accepted (UNSUPPORTED otherwise). Work already queued on the
+ * previous stream is not waited for: order the two streams yourself, as with cuBLAS. */
+CVF_API cvf_status cvf_context_set_stream(cvf_context *ctx, void *stream);
+
+/* Returns the stream calls on ctx are queued on (NULL: the default stream, or a non-CUDA ctx). */
+CVF_API void *cvf_context_stream(const cvf_context *ctx);
+
+/*
+ * Gives ctx caller-owned workspace: bytes of memory at memory (device memory of the context's GPU
+ * for a CUDA context, host memory otherwise; at least 256-byte aligned) that later calls use for
+ * their scratch and intermediates instead of growing their own. With it set no call allocates
+ * device memory (no cudaMalloc, no cudaFree), so a framework's allocator owns it. A call that
+ * needs more than bytes fails with CVF_STATUS_WORKSPACE_TOO_SMALL, naming the size it needs,
+ * before anything is written (the cvf_*_workspace_size queries tell it beforehand). The memory
+ * must stay valid, and not be used by anything else, until the work queued by the calls that used
+ * it has finished (on CUDA: stream order). memory NULL and bytes 0 return ctx to its own growing
+ * workspace, the default. The context's own workspace is freed when a caller's is set.
+ */
+CVF_API cvf_status cvf_context_set_workspace(cvf_context *ctx, void *memory, size_t bytes);
 
 /* Returns the device of ctx (CVF_DEVICE_CPU, the default device, for a NULL ctx). */
-cvf_device cvf_context_device(const cvf_context *ctx);
+CVF_API cvf_device cvf_context_device(const cvf_context *ctx);
 
 /* Returns the number of threads ctx computes on, the caller's included (0 for a NULL ctx). */
-int32_t cvf_context_threads(const cvf_context *ctx);
+CVF_API int32_t cvf_context_threads(const cvf_context *ctx);
 
 /* Returns a static name for a device ("cpu", "reference", "cuda"), or "unknown". */
-const char *cvf_device_name(cvf_device device);
+CVF_API const char *cvf_device_name(cvf_device device);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Epilogue: the vector work applied to each fp32 output tile before it is stored              */
@@ -196,12 +240,17 @@ const char *cvf_device_name(cvf_device device);
 typedef enum cvf_activation {
     CVF_ACTIVATION_NONE = 0,
     CVF_ACTIVATION_RELU = 1,      /* max(x, 0); NaN stays NaN */
-    CVF_ACTIVATION_GELU_TANH = 2, /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-    CVF_ACTIVATION_DGELU_TANH = 3 /* x * gelu_tanh'(aux_in): the GELU backward; needs aux_in */
+    CVF_ACTIVATION_GELU_TANH = 2,  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+    CVF_ACTIVATION_DGELU_TANH = 3, /* x * gelu_tanh'(aux_in): the GELU backward; needs aux_in */
+    CVF_ACTIVATION_GELU_ERF = 4,   /* the exact GELU: x Phi(x) = 0.5 x (1 + erf(x / sqrt(2))), as
+                                      torch.nn.GELU() and timm's Mlp compute it by default */
+    CVF_ACTIVATION_DGELU_ERF = 5   /* x * gelu_erf'(aux_in), gelu_erf'(z) = Phi(z) + z phi(z): the exact
+                                      GELU's backward; needs aux_in */
 } cvf_activation;
 
-/* Returns a static name ("none", "relu", "gelu_tanh", "dgelu_tanh"), or "unknown". */
-const char *cvf_activation_name(cvf_activation activation);
+/* Returns a static name ("none", "relu", "gelu_tanh", "dgelu_tanh", "gelu_erf", "dgelu_erf"), or
+ * "unknown". */
+CVF_API const char *cvf_activation_name(cvf_activation activation);
 
 /*
  * The epilogue descriptor. For each output element, with acc the fp32 dot product:
@@ -232,22 +281,37 @@ typedef struct cvf_epilogue {
  * zero product with the epilogue still applied; M = 0 or N = 0 is an empty result. On the CPU
  * device A, B and the epilogue inputs may be any of f32/f16/bf16 (mixed is fine); the outputs
  * likewise. */
-cvf_status cvf_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+CVF_API cvf_status cvf_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                       const cvf_epilogue *epilogue);
 
+/* Stores in *bytes the workspace cvf_matmul would use for these arguments on ctx (validated as
+ * cvf_matmul validates them; their data are not read). The other *_workspace_size queries do the
+ * same for their operation. On CUDA the size covers every engine the call may choose. */
+CVF_API cvf_status cvf_matmul_workspace_size(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
+                                             const cvf_matrix *c, const cvf_epilogue *epilogue, size_t *bytes);
+
 /* C = relu(A @ B): the first seed workload (fp16 in/out, fp32 accumulation). */
-cvf_status cvf_matmul_relu(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c);
+CVF_API cvf_status cvf_matmul_relu(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c);
 
 /* Sums the rows of x: out[j] = sum over i of x[i, j] (the K3 "bias gradient" reduction). */
-cvf_status cvf_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out);
+CVF_API cvf_status cvf_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out);
+
+/* Which GELU an MLP uses: the tanh approximation (the seed's, the default of a zero-initialised
+ * args struct) or the exact erf form (torch.nn.GELU()'s default, approximate="none"). */
+typedef enum cvf_gelu {
+    CVF_GELU_TANH = 0,
+    CVF_GELU_ERF = 1
+} cvf_gelu;
 
 /*
  * Vision-MLP forward, PyTorch layout (Linear(in, out).weight is (out, in)). S tokens, hidden
  * size H, intermediate size I:
  *   fc1_output  = hidden_state @ fc1_weight^T + fc1_bias        (S, I)
- *   gelu_output = gelu_tanh(fc1_output)                           (S, I)
+ *   gelu_output = gelu(fc1_output)                                (S, I)
  *   output      = gelu_output @ fc2_weight^T + fc2_bias           (S, H)
- * fc1 runs as one fused kernel that stores both fc1_output and gelu_output.
+ * fc1 runs as one fused kernel that stores both fc1_output and gelu_output. For inference, leave
+ * fc1_output and/or gelu_output absent (an all-zero view, {0}): nothing is saved there, and a
+ * gelu_output the caller does not take lives in the context's workspace.
  */
 typedef struct cvf_mlp_forward_args {
     /* inputs */
@@ -257,13 +321,17 @@ typedef struct cvf_mlp_forward_args {
     cvf_matrix fc2_weight;   /* (H, I) */
     cvf_vector fc2_bias;     /* (H) */
     /* outputs */
-    cvf_matrix fc1_output;  /* (S, I) */
-    cvf_matrix gelu_output; /* (S, I) */
+    cvf_matrix fc1_output;  /* (S, I), optional (absent: all zero) */
+    cvf_matrix gelu_output; /* (S, I), optional (absent: all zero) */
     cvf_matrix output;      /* (S, H) */
+    cvf_gelu gelu;          /* CVF_GELU_TANH (0, the default) or CVF_GELU_ERF */
 } cvf_mlp_forward_args;
 
 /* Runs the MLP forward described above. */
-cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args);
+CVF_API cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args);
+
+/* The workspace cvf_mlp_forward would use for args on ctx (see cvf_matmul_workspace_size). */
+CVF_API cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes);
 
 /*
  * Vision-MLP GELU backward: the seed's ModelNew.forward. Given grad_output = dL/d(output):
@@ -274,7 +342,8 @@ cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args);
  *   grad_fc1_weight   = grad_fc1_output^T @ hidden_state            (I, H)
  *   grad_hidden_state = grad_fc1_output @ fc1_weight                (S, H)
  * grad_gelu_output = grad_output @ fc2_weight never reaches memory. grad_fc1_output is held in a
- * workspace of the device's accumulation type (fp32 on the CPU).
+ * workspace of the device's accumulation type (fp32 on the CPU). gelu' is the derivative of the
+ * forward's GELU (args.gelu).
  */
 typedef struct cvf_mlp_backward_args {
     /* inputs */
@@ -290,10 +359,15 @@ typedef struct cvf_mlp_backward_args {
     cvf_vector grad_fc1_bias;     /* (I) */
     cvf_matrix grad_fc2_weight;   /* (H, I) */
     cvf_vector grad_fc2_bias;     /* (H) */
+    cvf_gelu gelu;                /* the forward's GELU: CVF_GELU_TANH (0, the default) or CVF_GELU_ERF */
 } cvf_mlp_backward_args;
 
 /* Runs the MLP backward described above, following the plan cvf_mlp_backward_plan returns. */
-cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args);
+CVF_API cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args);
+
+/* The workspace cvf_mlp_backward would use for args on ctx (see cvf_matmul_workspace_size). */
+CVF_API cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_mlp_backward_args *args,
+                                                   size_t *bytes);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Plans: what runs, what is fused, what it saves                                              */
@@ -305,8 +379,16 @@ typedef enum cvf_kernel_kind {
     CVF_KERNEL_REDUCTION = 2   /* pure vector work (column sums) */
 } cvf_kernel_kind;
 
+#define CVF_PLAN_MAX_CANDIDATES 4
+
+/* One engine a backend timed for a step, when it chose by measurement. */
+typedef struct cvf_engine_time {
+    const char *engine; /* e.g. "sm90", "cublaslt", "cublaslt+epilogue pass", "simple" */
+    float ms;           /* median of the timed runs; < 0: not eligible for this step */
+} cvf_engine_time;
+
 typedef struct cvf_kernel_info {
-    const char *name;     /* "K1", "K2-1", "K2-2", "K2-3", "K3" */
+    const char *name;     /* "K1", "K2-1", "K2-2", "K2-3", "K3"; "fc1", "fc2" in the forward */
     const char *computes; /* the formula, in the seed's tensor names */
     const char *fused;    /* what rides in the epilogue ("" when nothing) */
     cvf_kernel_kind kind;
@@ -320,6 +402,11 @@ typedef struct cvf_kernel_info {
     int64_t units;                  /* work units: output tiles x splits */
     int32_t stream;                 /* 0: the context's stream; 1, 2: side streams forked from it and
                                        joined into it before the call returns */
+    const char *choice;             /* how the engine was chosen: "measured", "heuristic", "forced"
+                                       (CVF_CUDA_ENGINE), "only" (one eligible engine); "" when the
+                                       backend does not choose */
+    int32_t candidate_count;        /* engines timed for this step (0 when not measured yet) */
+    cvf_engine_time candidates[CVF_PLAN_MAX_CANDIDATES];
 } cvf_kernel_info;
 
 /* Memory traffic the plan avoids (or, when negative, adds) compared with an unfused run of the
@@ -338,10 +425,12 @@ typedef struct cvf_mlp_shape {
     int64_t hidden;       /* H */
     int64_t intermediate; /* I */
     cvf_dtype dtype;      /* storage dtype of the tensors */
+    cvf_gelu gelu;        /* CVF_GELU_TANH (0) or CVF_GELU_ERF */
 } cvf_mlp_shape;
 
 typedef struct cvf_mlp_plan {
     cvf_mlp_shape shape;
+    int32_t forward; /* 1: a forward plan (cvf_mlp_forward_plan), 0: the backward */
     cvf_device device;
     cvf_dtype workspace_dtype; /* dtype of the grad_fc1_output workspace */
     int32_t kernel_count;
@@ -352,12 +441,17 @@ typedef struct cvf_mlp_plan {
     int64_t bytes_saved; /* net: the sum of the savings (costs counted negative) */
 } cvf_mlp_plan;
 
-/* Fills *plan with the kernels ctx would run for an MLP backward of this shape. */
-cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);
+/* Fills *plan with the kernels ctx would run for an MLP backward of this shape (dense row-major
+ * tensors). On CUDA each kernel also says which engine runs it and, once a call of this shape has
+ * run on ctx, the times measured for each candidate engine. */
+CVF_API cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);
+
+/* The same for the MLP forward (fc1 with bias + GELU saving fc1_output, then fc2 with bias). */
+CVF_API cvf_status cvf_mlp_forward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);
 
 /* Writes a readable description of plan into buf (snprintf semantics: at most size bytes, always
  * NUL-terminated when size > 0) and returns the length the whole text needs, without the NUL. */
-size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size);
+CVF_API size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

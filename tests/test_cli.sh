@@ -606,7 +606,7 @@ test_explain_cuda() {
     if [ -z "$OUT" ]; then pass; else fail "explain --device cuda --json failing wrote to stdout: $OUT"; fi
     CVF_DEBUG=1 run explain --device cuda
     expect_rc 1 "explain --device cuda under CVF_DEBUG"
-    expect_has "cvf_context_create(cuda, device 0): " "$ERR" "CVF_DEBUG=1: the library says why"
+    expect_has "cvf_context_create: cuda device 0: " "$ERR" "CVF_DEBUG=1: the library says why"
 }
 
 test_help

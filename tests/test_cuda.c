@@ -882,7 +882,7 @@ static cvf_mlp_forward_args forward_args(const mlp_fixture *f, view_kind k)
 {
     cvf_mlp_forward_args a = {mlp_matrix(f, FW_X, k),    mlp_matrix(f, FW_W1, k), mlp_vector(f, FW_B1, k),
                               mlp_matrix(f, FW_W2, k),   mlp_vector(f, FW_B2, k), mlp_matrix(f, FW_FC1, k),
-                              mlp_matrix(f, FW_GELU, k), mlp_matrix(f, FW_Y, k)};
+                              mlp_matrix(f, FW_GELU, k), mlp_matrix(f, FW_Y, k),  CVF_GELU_TANH};
     return a;
 }
 
@@ -892,7 +892,7 @@ static cvf_mlp_backward_args backward_args(const mlp_fixture *f, view_kind k)
     cvf_mlp_backward_args a = {mlp_matrix(f, BW_GO, k),  mlp_matrix(f, BW_X, k),   mlp_matrix(f, BW_W1, k),
                                mlp_matrix(f, BW_W2, k),  mlp_matrix(f, BW_FC1, k), mlp_matrix(f, BW_GELU, k),
                                mlp_matrix(f, BW_GX, k),  mlp_matrix(f, BW_GW1, k), mlp_vector(f, BW_GB1, k),
-                               mlp_matrix(f, BW_GW2, k), mlp_vector(f, BW_GB2, k)};
+                               mlp_matrix(f, BW_GW2, k), mlp_vector(f, BW_GB2, k), CVF_GELU_TANH};
     return a;
 }
 
@@ -1114,7 +1114,7 @@ static cvf_dtype workspace_dtype(const mlp_fixture *f, const mlp_runner *r)
 {
     if (r->compose)
         return f->dtype;
-    cvf_mlp_shape shape = {f->dims[0], f->dims[1], f->dims[2], f->dtype};
+    cvf_mlp_shape shape = {f->dims[0], f->dims[1], f->dims[2], f->dtype, CVF_GELU_TANH};
     cvf_mlp_plan plan;
     cvf_status status = cvf_mlp_backward_plan(r->ctx, &shape, &plan);
     if (!CHECK(status == CVF_STATUS_SUCCESS, "%s [%s]: cvf_mlp_backward_plan: %s", f->label, r->name,
@@ -1446,7 +1446,7 @@ static void check_plan(cvf_context *ctx, const char *name, int64_t S, int64_t H,
     char label[160];
     snprintf(label, sizeof label, "plan S=%lld H=%lld I=%lld %s [%s]", (long long)S, (long long)H, (long long)I,
              cvf_dtype_name(dtype), name);
-    cvf_mlp_shape shape = {S, H, I, dtype};
+    cvf_mlp_shape shape = {S, H, I, dtype, CVF_GELU_TANH};
     cvf_mlp_plan plan;
     cvf_status status = cvf_mlp_backward_plan(ctx, &shape, &plan);
     if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: %s: %s", label, cvf_status_string(status),

@@ -1001,7 +1001,7 @@ static void check_plan_describe(const cvf_mlp_plan *plan)
 static void test_plan(const contexts *cx)
 {
     const int64_t S = 197, H = 768, I = 3072;
-    cvf_mlp_shape shape = {S, H, I, CVF_F16};
+    cvf_mlp_shape shape = {S, H, I, CVF_F16, CVF_GELU_TANH};
     cvf_mlp_plan plan;
     memset(&plan, 0xA5, sizeof plan);
     cvf_status status = cvf_mlp_backward_plan(cx->cpu[1], &shape, &plan);

@@ -117,7 +117,8 @@ int cli_cmd_explain(int argc, char **argv)
     }
     int64_t dims[CLI_DIMS];
     cli_op_dims(op, &args, dims);
-    cvf_mlp_shape shape = {dims[0], dims[1], dims[2], cli_given(&args, CLI_OPT_DTYPE) ? args.dtype : op->default_dtype};
+    cvf_mlp_shape shape = {dims[0], dims[1], dims[2], cli_given(&args, CLI_OPT_DTYPE) ? args.dtype : op->default_dtype,
+                           CVF_GELU_TANH};
     cvf_context *ctx = NULL;
     rc = cli_context_create("explain", args.device, cli_num(&args, CLI_OPT_THREADS, 0), &ctx);
     if (rc != CLI_EXIT_OK)

@@ -1,5 +1,7 @@
 /* Contexts: the device, its backend table and the worker threads. */
 #include <sched.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -53,32 +55,56 @@ void cvf_cuda_context_release(cvf_context *ctx)
 }
 #endif
 
+/* Why the last cvf_context_create on this thread failed; "" after a success. */
+static _Thread_local char create_error[CVF_MESSAGE_SIZE];
+
+/* Records why cvf_context_create failed (and prints it under CVF_DEBUG) and returns status. */
+static cvf_status create_failed(cvf_status status, const char *format, ...) __attribute__((format(printf, 2, 3)));
+static cvf_status create_failed(cvf_status status, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(create_error, sizeof create_error, format, args);
+    va_end(args);
+    if (getenv("CVF_DEBUG"))
+        fprintf(stderr, "cvfuse: cvf_context_create: %s\n", create_error);
+    return status;
+}
+
+const char *cvf_context_create_error(void)
+{
+    return create_error;
+}
+
 cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **out)
 {
+    create_error[0] = '\0';
     if (!out)
-        return CVF_STATUS_NULL_POINTER;
+        return create_failed(CVF_STATUS_NULL_POINTER, "out: the cvf_context ** is NULL");
     *out = NULL;
     cvf_context_options defaults = {CVF_DEVICE_CPU, 0, 0, NULL};
     if (!options)
         options = &defaults;
     const cvf_backend *backend = backend_for(options->device);
-    if (!backend || options->threads < 0 || options->threads > CVF_MAX_THREADS)
-        return CVF_STATUS_INVALID_VALUE;
+    if (!backend)
+        return create_failed(CVF_STATUS_INVALID_VALUE, "options.device: %d is not a cvf_device value",
+                             (int)options->device);
+    if (options->threads < 0 || options->threads > CVF_MAX_THREADS)
+        return create_failed(CVF_STATUS_INVALID_VALUE, "options.threads: %d, expected 0 (all CPUs) to %d",
+                             (int)options->threads, CVF_MAX_THREADS);
 
     cvf_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx)
-        return CVF_STATUS_OUT_OF_MEMORY;
+        return create_failed(CVF_STATUS_OUT_OF_MEMORY, "could not allocate the context");
     ctx->device = options->device;
     ctx->backend = backend;
     if (options->device == CVF_DEVICE_CUDA) {
         char why[256] = "";
         cvf_status status = cvf_cuda_context_init(ctx, options, why, sizeof why);
         if (status != CVF_STATUS_SUCCESS) {
-            if (getenv("CVF_DEBUG"))
-                fprintf(stderr, "cvfuse: cvf_context_create(cuda, device %d): %s\n", (int)options->device_index, why);
             cvf_cuda_context_release(ctx);
             free(ctx);
-            return status;
+            return create_failed(status, "cuda device %d: %s", (int)options->device_index, why);
         }
     }
     /* The reference device computes on the calling thread alone (simple, obviously correct); the
@@ -88,10 +114,11 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
                                                                                                  : online_cpus();
     ctx->pool = cvf_threadpool_create(ctx->threads);
     if (!ctx->pool) {
+        int32_t workers = ctx->threads - 1;
         if (ctx->device == CVF_DEVICE_CUDA)
             cvf_cuda_context_release(ctx);
         free(ctx);
-        return CVF_STATUS_OUT_OF_MEMORY;
+        return create_failed(CVF_STATUS_OUT_OF_MEMORY, "could not start %d worker threads", (int)workers);
     }
     *out = ctx;
     return CVF_STATUS_SUCCESS;
@@ -101,7 +128,8 @@ void cvf_context_destroy(cvf_context *ctx)
 {
     if (!ctx)
         return;
-    ctx->backend->workspace_free(ctx->workspace);
+    if (!ctx->workspace_is_callers)
+        ctx->backend->workspace_free(ctx->workspace);
     if (ctx->device == CVF_DEVICE_CUDA)
         cvf_cuda_context_release(ctx);
     cvf_threadpool_destroy(ctx->pool);
@@ -110,6 +138,11 @@ void cvf_context_destroy(cvf_context *ctx)
 
 cvf_status cvf_workspace_reserve(cvf_context *ctx, size_t bytes, const char *what, void **workspace)
 {
+    if (bytes > ctx->workspace_size && ctx->workspace_is_callers)
+        return cvf_fail(ctx, CVF_STATUS_WORKSPACE_TOO_SMALL,
+                        "%s: needs %zu bytes of workspace, the caller's (cvf_context_set_workspace) has %zu "
+                        "(nothing was written)",
+                        what, bytes, ctx->workspace_size);
     if (bytes > ctx->workspace_size) {
         void *grown = ctx->backend->workspace_alloc(bytes);
         if (!grown)
@@ -122,6 +155,45 @@ cvf_status cvf_workspace_reserve(cvf_context *ctx, size_t bytes, const char *wha
     }
     *workspace = ctx->workspace;
     return CVF_STATUS_SUCCESS;
+}
+
+cvf_status cvf_context_set_workspace(cvf_context *ctx, void *memory, size_t bytes)
+{
+    if (!ctx)
+        return CVF_STATUS_NULL_POINTER;
+    cvf_clear_error(ctx);
+    if ((memory == NULL) != (bytes == 0))
+        return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE,
+                        "memory %p with bytes %zu: give both (the caller's workspace) or neither (the context's own)",
+                        memory, bytes);
+    if ((uintptr_t)memory % 256 != 0)
+        return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "memory %p: the workspace must be 256-byte aligned", memory);
+    if (!ctx->workspace_is_callers)
+        ctx->backend->workspace_free(ctx->workspace);
+    ctx->workspace = memory;
+    ctx->workspace_size = bytes;
+    ctx->workspace_is_callers = memory != NULL;
+    return CVF_STATUS_SUCCESS;
+}
+
+cvf_status cvf_context_set_stream(cvf_context *ctx, void *stream)
+{
+    if (!ctx)
+        return CVF_STATUS_NULL_POINTER;
+    cvf_clear_error(ctx);
+    if (ctx->device != CVF_DEVICE_CUDA) {
+        if (stream)
+            return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "stream: the %s device has no streams (only NULL is accepted)",
+                            cvf_device_name(ctx->device));
+        return CVF_STATUS_SUCCESS;
+    }
+    ctx->cuda.stream = stream;
+    return CVF_STATUS_SUCCESS;
+}
+
+void *cvf_context_stream(const cvf_context *ctx)
+{
+    return ctx && ctx->device == CVF_DEVICE_CUDA ? ctx->cuda.stream : NULL;
 }
 
 const char *cvf_context_last_error(const cvf_context *ctx)

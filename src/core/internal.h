@@ -94,8 +94,9 @@ struct cvf_context {
     int32_t threads;
     cvf_threadpool *pool;
     cvf_cuda_info cuda;
-    void *workspace; /* backend memory reserved by earlier calls, reused */
+    void *workspace; /* backend memory reserved by earlier calls, reused (or the caller's) */
     size_t workspace_size;
+    bool workspace_is_callers; /* cvf_context_set_workspace: never grown or freed by cvfuse */
     char message[CVF_MESSAGE_SIZE]; /* last error; "" after a success */
 };
 

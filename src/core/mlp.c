@@ -224,3 +224,18 @@ cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
         return ctx->backend->mlp_backward(ctx, args);
     return compose_backward(ctx, args, dims);
 }
+
+/* TODO(issue 10): replaced by the step layout below. */
+cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes)
+{
+    (void)args;
+    (void)bytes;
+    return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "not yet");
+}
+
+cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_mlp_backward_args *args, size_t *bytes)
+{
+    (void)args;
+    (void)bytes;
+    return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "not yet");
+}

@@ -293,3 +293,10 @@ size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
                     text_or_dash(plan->savings[i].what));
     return sink.length;
 }
+
+cvf_status cvf_mlp_forward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
+{
+    (void)shape;
+    (void)plan;
+    return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "not yet");
+}

@@ -43,3 +43,19 @@ cvf_status cvf_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vecto
         return status;
     return ctx->backend->column_sum(ctx, x, out, workspace);
 }
+
+cvf_status cvf_matmul_workspace_size(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                     const cvf_epilogue *epilogue, size_t *bytes)
+{
+    if (!ctx)
+        return CVF_STATUS_NULL_POINTER;
+    cvf_clear_error(ctx);
+    if (!bytes)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "bytes: the size_t * is NULL");
+    cvf_status status = cvf_validate_matmul(ctx, a, b, c, epilogue);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    static const cvf_epilogue plain = {CVF_ACTIVATION_NONE, NULL, NULL, NULL, NULL};
+    *bytes = ctx->backend->matmul_workspace(ctx, a, b, c, epilogue ? epilogue : &plain);
+    return CVF_STATUS_SUCCESS;
+}

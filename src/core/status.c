@@ -17,6 +17,7 @@ const char *cvf_status_string(cvf_status status)
     case CVF_STATUS_UNSUPPORTED: return "unsupported";
     case CVF_STATUS_OUT_OF_MEMORY: return "out of memory";
     case CVF_STATUS_INTERNAL_ERROR: return "internal error";
+    case CVF_STATUS_WORKSPACE_TOO_SMALL: return "workspace too small";
     }
     return "unknown status";
 }
@@ -28,8 +29,19 @@ const char *cvf_activation_name(cvf_activation activation)
     case CVF_ACTIVATION_RELU: return "relu";
     case CVF_ACTIVATION_GELU_TANH: return "gelu_tanh";
     case CVF_ACTIVATION_DGELU_TANH: return "dgelu_tanh";
+    case CVF_ACTIVATION_GELU_ERF: return "gelu_erf";
+    case CVF_ACTIVATION_DGELU_ERF: return "dgelu_erf";
     }
     return "unknown";
+}
+
+const char *cvf_version(void)
+{
+#define CVF_STRINGIFY_(x) #x
+#define CVF_STRINGIFY(x) CVF_STRINGIFY_(x)
+    return CVF_STRINGIFY(CVF_VERSION_MAJOR) "." CVF_STRINGIFY(CVF_VERSION_MINOR) "." CVF_STRINGIFY(CVF_VERSION_PATCH);
+#undef CVF_STRINGIFY
+#undef CVF_STRINGIFY_
 }
 
 const char *cvf_device_name(cvf_device device)

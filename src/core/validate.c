@@ -202,13 +202,14 @@ static cvf_status validate_epilogue(cvf_context *ctx, const cvf_epilogue *ep, co
                                     cvf_operand *operands, int *count)
 {
     cvf_status status;
-    if (ep->activation < CVF_ACTIVATION_NONE || ep->activation > CVF_ACTIVATION_DGELU_TANH)
+    if (ep->activation < CVF_ACTIVATION_NONE || ep->activation > CVF_ACTIVATION_DGELU_ERF)
         return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "epilogue.activation: %d is not a cvf_activation value",
                         (int)ep->activation);
-    bool needs_aux_in = ep->activation == CVF_ACTIVATION_DGELU_TANH;
+    bool needs_aux_in = ep->activation == CVF_ACTIVATION_DGELU_TANH || ep->activation == CVF_ACTIVATION_DGELU_ERF;
     if (needs_aux_in && !ep->aux_in)
         return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE,
-                        "epilogue.aux_in: activation dgelu_tanh needs aux_in (the saved pre-activation), got NULL");
+                        "epilogue.aux_in: activation %s needs aux_in (the saved pre-activation), got NULL",
+                        cvf_activation_name(ep->activation));
     if (!needs_aux_in && ep->aux_in)
         return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "epilogue.aux_in: given, but activation %s does not read it",
                         cvf_activation_name(ep->activation));

@@ -63,6 +63,12 @@ typedef struct cvf_cpu_vec_ops {
     void (*finish_tile)(const cvf_cpu_tile_epilogue *epilogue, float *x, int64_t ldx, int64_t m, int64_t n);
 } cvf_cpu_vec_ops;
 
+/* The exact GELU's activation (x Phi(x)) and backward (x[i] *= gelu_erf'(aux[i])) over n values,
+ * in scalar fp32 through libm's erfcf (vec_generic.c): every level's table uses these until a
+ * level vectorises them. */
+void cvf_scalar_gelu_erf_run(float *x, int64_t n);
+void cvf_scalar_dgelu_erf_run(float *x, const float *aux, int64_t n);
+
 /* The operations of the given level. The caller checks cvf_cpu_isa_supported first; a level this
  * build has no code for (any vector level off x86) gives the generic operations. */
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_for(cvf_cpu_isa isa);

@@ -76,6 +76,23 @@ static float generic_gelu_derivative(float x)
     return s + (x * s * one_minus_s) * (two_k * (1.0f + three_c * (x * x)));
 }
 
+void cvf_scalar_gelu_erf_run(float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * 0.5f * erfcf(-x[i] * 0.70710678118654752f);
+}
+
+void cvf_scalar_dgelu_erf_run(float *x, const float *aux, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        float z = aux[i];
+        float d = fabsf(z) > 1e10f ? (z > 0.0f ? 1.0f : 0.0f)
+                                   : 0.5f * erfcf(-z * 0.70710678118654752f) +
+                                         z * expf(-0.5f * z * z) * 0.39894228040143268f;
+        x[i] *= d;
+    }
+}
+
 /* The activations; see vec.h. */
 static void generic_activate(cvf_activation activation, float *x, const float *aux, int64_t n)
 {
@@ -93,6 +110,8 @@ static void generic_activate(cvf_activation activation, float *x, const float *a
         for (int64_t i = 0; i < n; i++)
             x[i] *= generic_gelu_derivative(aux[i]);
         break;
+    case CVF_ACTIVATION_GELU_ERF: cvf_scalar_gelu_erf_run(x, n); break;
+    case CVF_ACTIVATION_DGELU_ERF: cvf_scalar_dgelu_erf_run(x, aux, n); break;
     }
 }
 

@@ -142,6 +142,8 @@ static void vec_activate(cvf_activation activation, float *x, const float *aux, 
     case CVF_ACTIVATION_RELU: vec_relu_run(x, n); break;
     case CVF_ACTIVATION_GELU_TANH: vec_gelu_run(x, n); break;
     case CVF_ACTIVATION_DGELU_TANH: vec_dgelu_run(x, aux, n); break;
+    case CVF_ACTIVATION_GELU_ERF: cvf_scalar_gelu_erf_run(x, n); break;
+    case CVF_ACTIVATION_DGELU_ERF: cvf_scalar_dgelu_erf_run(x, aux, n); break;
     }
 }
 

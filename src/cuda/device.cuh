@@ -148,6 +148,20 @@ __device__ __forceinline__ float dev_gelu_derivative(float x)
     return fmaf(xc * q, tr * r, s);
 }
 
+/* The exact GELU x Phi(x), Phi(x) = normcdf(x) (CUDA's, accurate in both tails). */
+__device__ __forceinline__ float dev_gelu_erf(float x)
+{
+    return x * normcdff(x);
+}
+
+/* Its derivative Phi(x) + x phi(x); x clamped to +-1e10 first (limits 1 and 0, no inf * 0), NaN
+ * stays NaN. */
+__device__ __forceinline__ float dev_gelu_erf_derivative(float x)
+{
+    const float xc = dev_clamp_nan(x, -1e10f, 1e10f);
+    return fmaf(xc * 0.3989422804014327f, __expf(-0.5f * xc * xc), normcdff(xc));
+}
+
 /* The activation of the epilogue; aux is aux_in[i, j] (read only for DGELU). */
 __device__ __forceinline__ float dev_activate(int32_t activation, float x, float aux)
 {
@@ -155,6 +169,8 @@ __device__ __forceinline__ float dev_activate(int32_t activation, float x, float
     case CVF_ACTIVATION_RELU: return x < 0.0f ? 0.0f : x; /* NaN stays NaN */
     case CVF_ACTIVATION_GELU_TANH: return dev_gelu(x);
     case CVF_ACTIVATION_DGELU_TANH: return x * dev_gelu_derivative(aux);
+    case CVF_ACTIVATION_GELU_ERF: return dev_gelu_erf(x);
+    case CVF_ACTIVATION_DGELU_ERF: return x * dev_gelu_erf_derivative(aux);
     default: return x;
     }
 }

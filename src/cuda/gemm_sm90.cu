@@ -240,7 +240,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     p.activation = (int32_t)ep->activation;
     p.bias = dev_vec_of(ep->bias);
     p.aux_in = dev_mat_of(ep->aux_in);
-    p.aux_packed = ep->activation == CVF_ACTIVATION_DGELU_TANH && ep->aux_in &&
+    p.aux_packed = (ep->activation == CVF_ACTIVATION_DGELU_TANH || ep->activation == CVF_ACTIVATION_DGELU_ERF) &&
+                   ep->aux_in &&
                    (ep->aux_in->dtype == CVF_F16 || ep->aux_in->dtype == CVF_BF16) &&
                    ep->aux_in->col_stride == 1 && ep->aux_in->row_stride % 2 == 0 &&
                    (uintptr_t)ep->aux_in->data % 4 == 0;

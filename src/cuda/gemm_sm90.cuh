@@ -461,6 +461,33 @@ __device__ __forceinline__ float unpack_aux(uint32_t pair, int e, int32_t dtype)
     return dtype == CVF_BF16 ? __uint_as_float((uint32_t)bits << 16) : __half2float(__ushort_as_half(bits));
 }
 
+/* The GELU backward of one 32-column chunk: acc *= gelu'(aux_in), aux_in from the prefetched
+ * pairs when p.aux_packed (which implies a GELU' activation), else loaded per element. */
+template <int CH, bool ERF>
+__device__ __forceinline__ void dgelu_chunk(const sm90_params &p, float (&acc)[128], const uint32_t (&aux)[16],
+                                            int64_t i0, int64_t col0, int lane)
+{
+    if (p.aux_packed) {
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                float z = unpack_aux(aux[CH * 8 + jb * 2 + q / 2], q & 1, p.aux_in.dtype);
+                acc[CH * 16 + jb * 4 + q] *= ERF ? dev_gelu_erf_derivative(z) : dev_gelu_derivative(z);
+            }
+        return;
+    }
+#pragma unroll
+    for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            int64_t i = i0 + 8 * (q / 2), j = col0 + CH * CHUNK + jb * 8 + 2 * (lane % 4) + (q & 1);
+            float z = i < p.m && j < p.n ? dev_load(p.aux_in.data, p.aux_in.dtype, i * p.aux_in.rs + j * p.aux_in.cs)
+                                         : 0.0f;
+            acc[CH * 16 + jb * 4 + q] *= ERF ? dev_gelu_erf_derivative(z) : dev_gelu_derivative(z);
+        }
+}
+
 /* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. aux: the
  * prefetched aux_in pairs of this chunk and the next (used when p.aux_packed). */
 template <int CH>
@@ -507,27 +534,13 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
         for (int q = 0; q < 16; q++)
             acc[CH * 16 + q] = dev_gelu(acc[CH * 16 + q]);
         break;
-    case CVF_ACTIVATION_DGELU_TANH:
-        if (p.aux_packed) { /* aux_packed implies this activation */
+    case CVF_ACTIVATION_GELU_ERF:
 #pragma unroll
-            for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-                    acc[CH * 16 + jb * 4 + q] *=
-                        dev_gelu_derivative(unpack_aux(aux[CH * 8 + jb * 2 + q / 2], q & 1, p.aux_in.dtype));
-            break;
-        }
-#pragma unroll
-        for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                int64_t i = i0 + 8 * (q / 2), j = col0 + CH * CHUNK + jb * 8 + 2 * (lane % 4) + (q & 1);
-                float aux = i < p.m && j < p.n
-                                ? dev_load(p.aux_in.data, p.aux_in.dtype, i * p.aux_in.rs + j * p.aux_in.cs)
-                                : 0.0f;
-                acc[CH * 16 + jb * 4 + q] *= dev_gelu_derivative(aux);
-            }
+        for (int q = 0; q < 16; q++)
+            acc[CH * 16 + q] = dev_gelu_erf(acc[CH * 16 + q]);
         break;
+    case CVF_ACTIVATION_DGELU_TANH: dgelu_chunk<CH, false>(p, acc, aux, i0, col0, lane); break;
+    case CVF_ACTIVATION_DGELU_ERF: dgelu_chunk<CH, true>(p, acc, aux, i0, col0, lane); break;
     default: break;
     }
     if (p.partials) { /* this warp's 16 rows, per column, in a fixed shuffle order */

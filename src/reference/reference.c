@@ -154,6 +154,21 @@ static double gelu_derivative(double x)
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * CVF_GELU_K * (1.0 + 3.0 * CVF_GELU_C * x * x);
 }
 
+/* The exact GELU, x Phi(x), Phi(x) = erfc(-x / sqrt(2)) / 2 (erfc keeps the negative tail's
+ * relative accuracy). */
+static double gelu_erf(double x)
+{
+    return x * 0.5 * erfc(-x * M_SQRT1_2);
+}
+
+/* Its derivative Phi(x) + x phi(x); the limits 1 and 0 beyond |x| = 1e10 (no inf * 0). */
+static double gelu_erf_derivative(double x)
+{
+    if (fabs(x) > 1e10)
+        return x > 0.0 ? 1.0 : 0.0;
+    return 0.5 * erfc(-x * M_SQRT1_2) + x * exp(-0.5 * x * x) * (0.5 * M_2_SQRTPI * M_SQRT1_2);
+}
+
 /* Adds the rows of d into out, a (1 x d->cols) array. */
 static void add_column_sums(dense *out, const dense *d)
 {
@@ -202,6 +217,8 @@ static cvf_status apply_epilogue(cvf_context *ctx, dense *x, const cvf_matrix *c
             case CVF_ACTIVATION_RELU: *v = *v < 0.0 ? 0.0 : *v; break; /* NaN stays NaN */
             case CVF_ACTIVATION_GELU_TANH: *v = gelu(*v); break;
             case CVF_ACTIVATION_DGELU_TANH: *v *= gelu_derivative(t[AUX_IN].v[i * x->cols + j]); break;
+            case CVF_ACTIVATION_GELU_ERF: *v = gelu_erf(*v); break;
+            case CVF_ACTIVATION_DGELU_ERF: *v *= gelu_erf_derivative(t[AUX_IN].v[i * x->cols + j]); break;
             }
         }
     dense_to_matrix(x, c);
