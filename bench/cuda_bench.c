@@ -1731,7 +1731,7 @@ int cvf_cuda_bench_main(int argc, char **argv)
     cvf_context *ctx = NULL;
     cvf_status status = cvf_context_create(&options, &ctx);
     if (status != CVF_STATUS_SUCCESS) {
-        fprintf(stderr, "cvf_context_create(cuda): %s\n", cvf_status_string(status));
+        fprintf(stderr, "cvf_context_create(cuda): %s: %s\n", cvf_status_string(status), cvf_context_create_error());
         return 1;
     }
     lt_env env = {NULL, NULL, 64u << 20, stream};

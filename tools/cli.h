@@ -108,9 +108,9 @@ int cli_runtime_error(const char *command, const char *format, ...) __attribute_
  * CLI_EXIT_RUNTIME. ctx may be NULL (a failed cvf_context_create). */
 int cli_library_error(const char *command, const char *call, cvf_status status, const cvf_context *ctx);
 
-/* Creates a context on device with threads workers; on failure reports it and returns
- * CLI_EXIT_RUNTIME with *ctx NULL. A CUDA context that cannot be had (UNSUPPORTED) is reported on
- * one line with the reason: built without CUDA, no CUDA device, or device 0 unusable. */
+/* Creates a context on device with threads workers (CUDA: GPU 0, the default stream); on failure
+ * reports it on one line with the library's reason (cvf_context_create_error: built without CUDA,
+ * no CUDA device, device 0 unusable, ...) and returns CLI_EXIT_RUNTIME with *ctx NULL. */
 int cli_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx);
 
 /* ---- ops ------------------------------------------------------------------------------------ */

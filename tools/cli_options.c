@@ -10,10 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef CVF_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 #include "cli.h"
 
 /* The largest dimension the options accept. */
@@ -102,37 +98,16 @@ int cli_library_error(const char *command, const char *call, cvf_status status, 
                              detail);
 }
 
-/* Writes why no CUDA context can be had into why: the library returns only UNSUPPORTED (and says
- * why on stderr under CVF_DEBUG), so the reason is found again here. */
-static void cuda_unavailable_reason(char *why, size_t size)
-{
-#ifndef CVF_HAVE_CUDA
-    snprintf(why, size, "cvfuse was built without CUDA (nvcc not found at configure time, or CVF_CUDA=OFF)");
-#else
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess)
-        snprintf(why, size, "no usable CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
-    else if (count == 0)
-        snprintf(why, size, "no CUDA device on this machine");
-    else
-        snprintf(why, size, "CUDA device 0 is not usable (CVF_DEBUG=1 prints the library's reason)");
-#endif
-}
-
 int cli_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx)
 {
     cvf_context_options options = {device, (int32_t)threads, 0, NULL};
     cvf_status status = cvf_context_create(&options, ctx);
-    if (status == CVF_STATUS_UNSUPPORTED && device == CVF_DEVICE_CUDA) {
-        char why[256];
-        cuda_unavailable_reason(why, sizeof why);
-        return cli_runtime_error(command, "--device cuda: cvf_context_create failed: %s: %s", cvf_status_string(status),
-                                 why);
-    }
-    if (status != CVF_STATUS_SUCCESS)
-        return cli_library_error(command, "cvf_context_create", status, NULL);
-    return CLI_EXIT_OK;
+    if (status == CVF_STATUS_SUCCESS)
+        return CLI_EXIT_OK;
+    const char *why = cvf_context_create_error(); /* e.g. "cuda device 0: no CUDA device (...)" */
+    return cli_runtime_error(command, "%scvf_context_create failed: %s%s%s",
+                             device == CVF_DEVICE_CUDA ? "--device cuda: " : "", cvf_status_string(status),
+                             why[0] ? ": " : "", why);
 }
 
 int cli_given(const cli_args *args, cli_opt opt)
