@@ -21,7 +21,7 @@ typedef enum cli_value_kind {
     CLI_VALUE_INT,   /* a decimal integer in [min, max] */
     CLI_VALUE_TEXT,  /* any non-empty string */
     CLI_VALUE_DTYPE, /* f32, f16 or bf16 */
-    CLI_VALUE_DEVICE /* cpu or reference (bench and explain also take cuda) */
+    CLI_VALUE_DEVICE /* cpu, cuda or reference */
 } cli_value_kind;
 
 /* One entry of the option table. */
@@ -44,7 +44,7 @@ static const cli_option_spec OPTIONS[CLI_OPT_COUNT] = {
     [CLI_OPT_I] = {"--I", NULL, CLI_VALUE_INT, "I", "intermediate size", 1, CLI_DIM_MAX},
     [CLI_OPT_DTYPE] = {"--dtype", NULL, CLI_VALUE_DTYPE, "T", "storage dtype of every tensor: f32, f16 or bf16", 0, 0},
     [CLI_OPT_DEVICE] = {"--device", NULL, CLI_VALUE_DEVICE, "D",
-                        "cpu, or reference (the float64 oracle: slow, for checking); bench and explain: cuda", 0, 0},
+                        "cpu, cuda (GPU 0), or reference (the float64 oracle: slow, for checking)", 0, 0},
     [CLI_OPT_THREADS] = {"--threads", NULL, CLI_VALUE_INT, "N", "worker threads; 0 = one per core", 0, 1024},
     [CLI_OPT_SEED] = {"--seed", NULL, CLI_VALUE_INT, "N", "seed of the random inputs", 0, INT64_MAX},
     [CLI_OPT_INPUTS] = {"--inputs", NULL, CLI_VALUE_TEXT, "DIR",
@@ -170,28 +170,21 @@ static int parse_int(const char *command, const char *name, const char *text, in
     return CLI_EXIT_OK;
 }
 
-/* Whether command takes --device cuda: bench (its CUDA bench) and explain (the CUDA plan); the op
- * subcommands read and write host memory, which a CUDA context cannot take. */
-static int takes_cuda(const char *command)
-{
-    return strcmp(command, "bench") == 0 || strcmp(command, "explain") == 0;
-}
-
-/* Parses a --device value into args: cuda sets args->cuda, and for explain also the device (bench
- * keeps the CPU device and hands the run to its CUDA bench). Returns a CLI_EXIT_* code. */
+/* Parses a --device value into args: cuda sets args->cuda, and except for bench also the device
+ * (bench keeps the CPU device and hands the run to its CUDA bench; the op subcommands copy their
+ * host tensors to the GPU, tools/cli_device.c). Returns a CLI_EXIT_* code. */
 static int parse_device(const char *command, const char *name, const char *value, cli_args *args)
 {
     if (strcmp(value, "cpu") == 0)
         args->device = CVF_DEVICE_CPU;
     else if (strcmp(value, "reference") == 0)
         args->device = CVF_DEVICE_REFERENCE;
-    else if (strcmp(value, "cuda") == 0 && takes_cuda(command)) {
+    else if (strcmp(value, "cuda") == 0) {
         args->cuda = 1;
-        if (strcmp(command, "explain") == 0)
+        if (strcmp(command, "bench") != 0)
             args->device = CVF_DEVICE_CUDA;
     } else
-        return cli_usage_error(command, "%s: '%s' is not one of cpu, reference%s", name, value,
-                               takes_cuda(command) ? ", cuda" : "");
+        return cli_usage_error(command, "%s: '%s' is not one of cpu, reference, cuda", name, value);
     return CLI_EXIT_OK;
 }
 
