@@ -47,7 +47,10 @@ static void measure_step(cvf_mlp_step *step)
 static cvf_mlp_step gemm_step(const char *name, const char *computes, const char *fused, cvf_matrix a, cvf_matrix b,
                               cvf_matrix c, cvf_epilogue epilogue)
 {
-    cvf_mlp_step step = {.info = {name, computes, fused, fused[0] ? CVF_KERNEL_FUSED_GEMM : CVF_KERNEL_GEMM},
+    cvf_mlp_step step = {.info = {.name = name,
+                                  .computes = computes,
+                                  .fused = fused,
+                                  .kind = fused[0] ? CVF_KERNEL_FUSED_GEMM : CVF_KERNEL_GEMM},
                          .a = a,
                          .b = b,
                          .c = c,
@@ -69,7 +72,10 @@ int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *
                          cvf_matrix_transpose(*grad_fc1_output), args->hidden_state, args->grad_fc1_weight, plain);
     steps[3] = gemm_step("K2-3", "grad_hidden_state = grad_fc1_output @ fc1_weight", "", *grad_fc1_output,
                          args->fc1_weight, args->grad_hidden_state, plain);
-    steps[4] = (cvf_mlp_step){.info = {"K3", "grad_fc2_bias = grad_output.sum(0)", "", CVF_KERNEL_REDUCTION},
+    steps[4] = (cvf_mlp_step){.info = {.name = "K3",
+                                       .computes = "grad_fc2_bias = grad_output.sum(0)",
+                                       .fused = "",
+                                       .kind = CVF_KERNEL_REDUCTION},
                               .a = args->grad_output,
                               .out = args->grad_fc2_bias};
     measure_step(&steps[4]);
