@@ -3,11 +3,17 @@
 #   make test           build, then run every test (ctest)
 #   make test-sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-thread    the multi-threaded op tests built with ThreadSanitizer
+#   make test-clang     the suite built with clang (in build-clang)
 #   make bench          time the CPU target shapes (docs/PERF.md), ours vs OpenBLAS side by side,
 #                       on 2 threads; the table, then the JSON lines (also in build/bench.jsonl)
+# CMAKE_FLAGS is added to every configure, e.g. `make test CMAKE_FLAGS=-DCVF_WERROR=ON` (what CI does;
+# it takes effect when a build directory is first configured).
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 THREAD_BUILD ?= build-thread
+CLANG_BUILD ?= build-clang
+CLANG ?= clang
+CMAKE_FLAGS ?=
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE ?= cmake
 CTEST ?= ctest
@@ -16,12 +22,12 @@ BENCH_THREADS ?= 2
 BENCH_REPEAT ?= 5
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all build run test test-sanitize test-thread bench format clean
+.PHONY: all build run test test-sanitize test-thread test-clang bench format clean
 
 all: build
 
 $(BUILD)/CMakeCache.txt:
-	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
 
 build: $(BUILD)/CMakeCache.txt
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
@@ -37,15 +43,21 @@ test: build
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 test-sanitize:
-	$(CMAKE) -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCVF_SANITIZE=ON
+	$(CMAKE) -S . -B $(SANITIZE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCVF_SANITIZE=ON $(CMAKE_FLAGS)
 	$(CMAKE) --build $(SANITIZE_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		$(CTEST) --test-dir $(SANITIZE_BUILD) --output-on-failure -j $(JOBS)
 
 test-thread:
-	$(CMAKE) -S . -B $(THREAD_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCVF_SANITIZE_THREAD=ON
+	$(CMAKE) -S . -B $(THREAD_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCVF_SANITIZE_THREAD=ON $(CMAKE_FLAGS)
 	$(CMAKE) --build $(THREAD_BUILD) -j $(JOBS) --target test_ops
 	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R 'test_ops$$|test_ops_small_blocks'
+
+# The whole suite built with clang (the CUDA backend, when nvcc is found, keeps nvcc's host compiler).
+test-clang:
+	$(CMAKE) -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=$(CLANG) $(CMAKE_FLAGS)
+	$(CMAKE) --build $(CLANG_BUILD) -j $(JOBS)
+	$(CTEST) --test-dir $(CLANG_BUILD) --output-on-failure -j $(JOBS)
 
 # OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (set by some login environments) pin OpenBLAS to slower
 # kernels: unset for this command only, never for the tests or CI.
@@ -59,4 +71,4 @@ format:
 	clang-format -i include/*.h src/*/*.[ch] src/cpu/kernels/*.[ch] tools/*.[ch] tests/*.[ch]
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(THREAD_BUILD)
+	rm -rf $(BUILD) $(SANITIZE_BUILD) $(THREAD_BUILD) $(CLANG_BUILD)

@@ -2,11 +2,12 @@
  * The unfused baselines of `cvfuse bench` (see cli_baseline.h): OpenBLAS cblas_sgemm plus simple
  * vectorised loops, on the same inputs as our op and the same number of threads. The loops are
  * plain C written so that GCC vectorises them; each has an AVX2 + FMA + F16C copy (function
- * target attributes) picked at run time by __builtin_cpu_supports, and the file itself builds with
+ * target attributes) picked at run time by cvf_cpu_isa_supported, and the file itself builds with
  * the project's plain flags (plus -fno-trapping-math). OpenBLAS is loaded with dlopen from the
  * path CMake found (CVF_OPENBLAS_LIBRARY); the library never depends on it.
  */
 #include "cli_baseline.h"
+#include "cpu/isa.h"
 
 #include <limits.h>
 #include <math.h>
@@ -38,12 +39,12 @@
 
 /* ---- CPU features ------------------------------------------------------------------------------ */
 
-/* Returns whether the AVX2 + FMA + F16C copies of the loops can run on this CPU. */
+/* Returns whether the AVX2 + FMA + F16C copies of the loops can run on this CPU: the library's own
+ * CPUID check (clang 14's __builtin_cpu_supports rejects "f16c"). */
 static int have_avx2(void)
 {
 #if BASE_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    return cvf_cpu_isa_supported(CVF_CPU_ISA_AVX2);
 #else
     return 0;
 #endif

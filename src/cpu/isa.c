@@ -2,9 +2,14 @@
 #include "cpu/isa.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 static const char *const isa_names[CVF_CPU_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512_bf16"};
 
@@ -13,23 +18,72 @@ const char *cvf_cpu_isa_name(cvf_cpu_isa isa)
     return (unsigned)isa < CVF_CPU_ISA_COUNT ? isa_names[isa] : "unknown";
 }
 
+/* Which levels this CPU and OS can run, read once (cpu_levels_once); process-wide, not per-call. */
+static bool level_ok[CVF_CPU_ISA_COUNT];
+static pthread_once_t levels_once = PTHREAD_ONCE_INIT;
+
+#if defined(__x86_64__) || defined(__i386__)
+/* CPUID leaf 1 ECX, leaf 7 (subleaf 0) EBX, leaf 7 subleaf 1 EAX bits. */
+#define CPUID1_ECX_FMA (1u << 12)
+#define CPUID1_ECX_OSXSAVE (1u << 27)
+#define CPUID1_ECX_AVX (1u << 28)
+#define CPUID1_ECX_F16C (1u << 29)
+#define CPUID7_EBX_AVX2 (1u << 5)
+#define CPUID7_EBX_AVX512F (1u << 16)
+#define CPUID7_EBX_AVX512DQ (1u << 17)
+#define CPUID7_EBX_AVX512BW (1u << 30)
+#define CPUID7_EBX_AVX512VL (1u << 31)
+#define CPUID7_1_EAX_AVX512_BF16 (1u << 5)
+/* XCR0 state components the OS saves on context switches: SSE + YMM upper halves for AVX, and
+ * the opmask, ZMM0-15 upper halves and ZMM16-31 for AVX-512. */
+#define XCR0_YMM 0x6u
+#define XCR0_ZMM 0xe0u
+
+/* The OS-enabled state components (XCR0), read with XGETBV; only valid when CPUID says OSXSAVE.
+ * Raw instruction rather than _xgetbv, which needs -mxsave on the whole file. */
+static uint64_t read_xcr0(void)
+{
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+/* Fills level_ok from CPUID and XCR0 (a level needs both the instructions and the OS's saving of
+ * their registers). The levels: avx2 = AVX2 + FMA + F16C; avx512 = avx2 + AVX-512 F/BW/DQ/VL;
+ * avx512_bf16 = avx512 + AVX512_BF16. */
+static void cpu_levels_once(void)
+{
+    unsigned a, b, c, d;
+    level_ok[CVF_CPU_ISA_GENERIC] = true;
+    if (!__get_cpuid_count(1, 0, &a, &b, &c, &d))
+        return;
+    const unsigned ecx1 = c;
+    if (!(ecx1 & CPUID1_ECX_OSXSAVE) || !(ecx1 & CPUID1_ECX_AVX))
+        return;
+    const uint64_t xcr0 = read_xcr0();
+    if ((xcr0 & XCR0_YMM) != XCR0_YMM || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return;
+    const unsigned ebx7 = b, max_subleaf7 = a;
+    const unsigned avx2_bits = CPUID1_ECX_FMA | CPUID1_ECX_F16C;
+    level_ok[CVF_CPU_ISA_AVX2] = (ecx1 & avx2_bits) == avx2_bits && (ebx7 & CPUID7_EBX_AVX2);
+    const unsigned avx512_bits = CPUID7_EBX_AVX512F | CPUID7_EBX_AVX512BW | CPUID7_EBX_AVX512DQ | CPUID7_EBX_AVX512VL;
+    level_ok[CVF_CPU_ISA_AVX512] =
+        level_ok[CVF_CPU_ISA_AVX2] && (ebx7 & avx512_bits) == avx512_bits && (xcr0 & XCR0_ZMM) == XCR0_ZMM;
+    if (level_ok[CVF_CPU_ISA_AVX512] && max_subleaf7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
+        level_ok[CVF_CPU_ISA_AVX512_BF16] = (a & CPUID7_1_EAX_AVX512_BF16) != 0;
+}
+#else
+/* Not x86: the portable kernels only. */
+static void cpu_levels_once(void)
+{
+    level_ok[CVF_CPU_ISA_GENERIC] = true;
+}
+#endif
+
 bool cvf_cpu_isa_supported(cvf_cpu_isa isa)
 {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-    switch (isa) {
-    case CVF_CPU_ISA_GENERIC: return true;
-    case CVF_CPU_ISA_AVX2: return avx2;
-    case CVF_CPU_ISA_AVX512: return avx512;
-    case CVF_CPU_ISA_AVX512_BF16: return avx512 && __builtin_cpu_supports("avx512bf16");
-    default: return false;
-    }
-#else
-    return isa == CVF_CPU_ISA_GENERIC;
-#endif
+    pthread_once(&levels_once, cpu_levels_once);
+    return (unsigned)isa < CVF_CPU_ISA_COUNT && level_ok[isa];
 }
 
 /* Set once by decide_isa (pthread_once); process-wide configuration, not per-call state. */

@@ -106,8 +106,8 @@ static inline vf vf_pow2i(vi n)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-/* a < b (false for NaN). */
-static inline vmask vf_lt(vf a, vf b)
+/* a < b (false for NaN). Part of vec_simd.h's vocabulary, unused by it today (clang's -Wunused-function). */
+__attribute__((unused)) static inline vmask vf_lt(vf a, vf b)
 {
     return _mm256_cmp_ps(a, b, _CMP_LT_OQ);
 }

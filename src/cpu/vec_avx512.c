@@ -108,8 +108,8 @@ static inline vf vf_pow2i(vi n)
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
 }
 
-/* a < b (false for NaN). */
-static inline vmask vf_lt(vf a, vf b)
+/* a < b (false for NaN). Part of vec_simd.h's vocabulary, unused by it today (clang's -Wunused-function). */
+__attribute__((unused)) static inline vmask vf_lt(vf a, vf b)
 {
     return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ);
 }
