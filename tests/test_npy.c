@@ -833,8 +833,8 @@ static void test_memory(suite *s)
     for (size_t cut = 0; cut < len; cut++) {
         memset(&a, 0x5A, sizeof a);
         rc = npy_load_memory(image, cut, "mem", &a, err, sizeof err);
-        CHECK(s, rc == -1 && is_zeroed(&a) && message_ok(err, "mem", ""), "memory prefix of %zu bytes: rc %d: %s",
-              cut, rc, err);
+        CHECK(s, rc == -1 && is_zeroed(&a) && message_ok(err, "mem", ""), "memory prefix of %zu bytes: rc %d: %s", cut,
+              rc, err);
     }
     free(image);
     image = build_npy(1, 0, UINT32_MAX, "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000,), }", NULL, 8,
