@@ -2,7 +2,8 @@
 # Runs each fuzzer for SECONDS on a temporary copy of its seed corpus (tests/fuzz/corpus/NAME;
 # the checked-in corpus is never written), then prints the executions and the rate.
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [NAME...]      NAME: npy, api (default: both)
-# A crash, a violated property (a trap), a leak or a timeout (FUZZ_TIMEOUT seconds for one input)
+# A crash, a violated property (a trap), a leak or a timeout (FUZZ_TIMEOUT seconds for one input, default 60:
+# each takes milliseconds, but a loaded machine can stall a run for seconds)
 # fails the run; the input that did it is kept in BUILD_DIR/fuzz-artifacts/ (reproduce with
 # `BUILD_DIR/tests/fuzz/fuzz_NAME FILE`). Extra libFuzzer flags: FUZZ_FLAGS.
 set -euo pipefail
@@ -26,7 +27,7 @@ for name in "${names[@]}"; do
     echo "== fuzz_$name: ${seconds}s on a copy of tests/fuzz/corpus/$name ($(ls "$work/$name" | wc -l) seeds)"
     log="$work/$name.log"
     # shellcheck disable=SC2086
-    if "$fuzzer" -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-25}" -rss_limit_mb=2048 \
+    if "$fuzzer" -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-60}" -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$artifacts/fuzz_${name}-" ${FUZZ_FLAGS:-} "$work/$name" >"$log" 2>&1; then
         runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
         rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
