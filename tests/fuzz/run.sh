@@ -2,9 +2,9 @@
 # Runs each fuzzer for SECONDS on a temporary copy of its seed corpus (tests/fuzz/corpus/NAME;
 # the checked-in corpus is never written), then prints the executions and the rate.
 #   tests/fuzz/run.sh BUILD_DIR SECONDS [NAME...]      NAME: npy, api (default: both)
-# A crash, a violated property (a trap), a leak or a timeout (FUZZ_TIMEOUT seconds for one input, default 60:
-# each takes milliseconds, but a loaded machine can stall a run for seconds)
-# fails the run; the input that did it is kept in BUILD_DIR/fuzz-artifacts/ (reproduce with
+# A crash, a violated property (a trap), a leak or a timeout (FUZZ_TIMEOUT seconds for one input,
+# default 60: each takes milliseconds, but a loaded machine can stall one for seconds) fails the
+# run; the input that did it is kept in BUILD_DIR/fuzz-artifacts/ (reproduce with
 # `BUILD_DIR/tests/fuzz/fuzz_NAME FILE`). Extra libFuzzer flags: FUZZ_FLAGS.
 set -euo pipefail
 build=${1:?usage: run.sh BUILD_DIR SECONDS [NAME...]}
