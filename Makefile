@@ -8,6 +8,8 @@
 #                       on 2 threads; the table, then the JSON lines (also in build/bench.jsonl)
 # CMAKE_FLAGS is added to every configure, e.g. `make test CMAKE_FLAGS=-DCVF_WERROR=ON` (what CI does;
 # it takes effect when a build directory is first configured).
+#   make fuzz-smoke     build the libFuzzer targets (clang, tests/fuzz) and run each for a minute
+#   make fuzz           the same, FUZZ_TIME seconds each (default 600)
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize
 THREAD_BUILD ?= build-thread
@@ -20,9 +22,13 @@ CTEST ?= ctest
 CLI = $(BUILD)/cvfuse
 BENCH_THREADS ?= 2
 BENCH_REPEAT ?= 5
+FUZZ_BUILD ?= build-fuzz
+FUZZ_CC ?= clang
+FUZZ_TIME ?= 600
+FUZZ_SMOKE_TIME ?= 60
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all build run test test-sanitize test-thread test-clang bench format clean
+.PHONY: all build run test test-sanitize test-thread test-clang bench format clean fuzz-build fuzz-smoke fuzz
 
 all: build
 
@@ -67,8 +73,22 @@ bench: build
 	@echo
 	@cat $(BUILD)/bench.jsonl
 
+# The fuzzers (tests/fuzz, README "Fuzzing"): their own clang build, only the two fuzz targets.
+$(FUZZ_BUILD)/CMakeCache.txt:
+	CC=$(FUZZ_CC) $(CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCVF_BUILD_FUZZERS=ON \
+		-DCVF_CUDA=OFF -DCVF_BUILD_TESTS=OFF -DCVF_BENCH_OPENBLAS=OFF
+
+fuzz-build: $(FUZZ_BUILD)/CMakeCache.txt
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_npy fuzz_api
+
+fuzz-smoke: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_TIME)
+
+fuzz: fuzz-build
+	tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_TIME)
+
 format:
-	clang-format -i include/*.h src/*/*.[ch] src/cpu/kernels/*.[ch] tools/*.[ch] tests/*.[ch]
+	clang-format -i include/*.h src/*/*.[ch] src/cpu/kernels/*.[ch] tools/*.[ch] tests/*.[ch] tests/fuzz/*.[ch]
 
 clean:
-	rm -rf $(BUILD) $(SANITIZE_BUILD) $(THREAD_BUILD) $(CLANG_BUILD)
+.PHONY: all build run test test-sanitize test-thread test-clang bench format clean fuzz-build fuzz-smoke fuzz

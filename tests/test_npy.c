@@ -6,12 +6,16 @@
  * files, each of which must fail with a message that starts with the path and names the problem;
  * the same through a pipe (a file whose size is not known in advance); every truncation and many
  * one-byte corruptions of a valid file; npy_save failures; and npy_array_free / view edge cases.
+ * A FIFO with no writer and a pipe whose writer never stops must fail promptly (an alarm turns a
+ * hang into a failure); npy_load_memory parses bytes in memory exactly as npy_load parses a file.
  *
  * Self-contained (npy.h, cvfuse.h and libc only). Files live in a fresh mkdtemp directory under
  * /tmp that is removed at the end.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cvfuse.h"
@@ -704,6 +710,146 @@ static void test_pipe(suite *s)
     }
 }
 
+/* ---- FIFOs, endless writers, memory ------------------------------------------------------- */
+
+/* Seconds on the monotonic clock. */
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Starts a child that writes image to fd, then zero bytes forever (until the reader goes away and
+ * SIGPIPE ends it). Returns the child's pid, or -1. */
+static pid_t start_endless_writer(int fd, const unsigned char *image, size_t len)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    signal(SIGPIPE, SIG_DFL);
+    size_t done = 0;
+    while (done < len) {
+        ssize_t w = write(fd, image + done, len - done);
+        if (w <= 0)
+            _exit(0);
+        done += (size_t)w;
+    }
+    static const unsigned char zeros[4096];
+    for (;;)
+        if (write(fd, zeros, sizeof zeros) <= 0)
+            _exit(0);
+}
+
+/* Loads path and expects a failure with word in the message within a few seconds. */
+static void expect_prompt_failure(suite *s, const char *what, const char *path, const char *word)
+{
+    double start = now_seconds();
+    expect_load_failure(s, what, path, word);
+    double took = now_seconds() - start;
+    CHECK(s, took < 10.0, "%s: npy_load took %.1f s (expected a prompt failure)", what, took);
+}
+
+/* A named FIFO with no writer (an ordinary open would block forever), a FIFO and a pipe whose
+ * writer sends a valid file and then never stops (reading to the end would never end). An alarm
+ * ends the test program instead of letting it hang if one of them blocks. */
+static void test_fifo(suite *s)
+{
+    char path[PATH_LEN];
+    path_in(s, "fifo.npy", path);
+    if (mkfifo(path, 0600) != 0) {
+        printf("test_npy: note: FIFO cases skipped (mkfifo: %s)\n", strerror(errno));
+        return;
+    }
+    alarm(60);
+    expect_prompt_failure(s, "fifo_no_writer", path, "FIFO with no writer");
+
+    const char *header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n";
+    size_t len;
+    unsigned char *image = build_npy(1, 0, UINT32_MAX, header, NULL, 24, &len);
+    if (!CHECK(s, image != NULL, "building the endless-writer image")) {
+        alarm(0);
+        return;
+    }
+    void (*old_pipe)(int) = signal(SIGPIPE, SIG_IGN);
+
+    /* The FIFO: a reader held open so that the writer's open does not block, and so that the
+     * writer is connected before npy_load opens the FIFO. */
+    int hold = open(path, O_RDONLY | O_NONBLOCK);
+    int wfd = hold >= 0 ? open(path, O_WRONLY) : -1;
+    if (CHECK(s, hold >= 0 && wfd >= 0, "opening the FIFO: %s", strerror(errno))) {
+        pid_t child = start_endless_writer(wfd, image, len);
+        close(wfd);
+        if (CHECK(s, child > 0, "fork: %s", strerror(errno))) {
+            expect_prompt_failure(s, "fifo_endless_writer", path, "bytes after the data");
+            close(hold);
+            hold = -1;
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+        }
+    }
+    if (hold >= 0)
+        close(hold);
+
+    /* An anonymous pipe through its /dev/fd name, as a shell's process substitution passes it. */
+    int fds[2];
+    if (CHECK(s, pipe(fds) == 0, "pipe: %s", strerror(errno))) {
+        pid_t child = start_endless_writer(fds[1], image, len);
+        close(fds[1]);
+        char fd_path[PATH_LEN];
+        snprintf(fd_path, sizeof fd_path, "/dev/fd/%d", fds[0]);
+        if (CHECK(s, child > 0, "fork: %s", strerror(errno)) && access(fd_path, R_OK) == 0)
+            expect_prompt_failure(s, "pipe_endless_writer", fd_path, "more than");
+        close(fds[0]);
+        if (child > 0) {
+            kill(child, SIGKILL);
+            waitpid(child, NULL, 0);
+        }
+    }
+    signal(SIGPIPE, old_pipe);
+    alarm(0);
+    free(image);
+}
+
+/* npy_load_memory: the same array as from a file; failures name the given name; a huge declared
+ * shape with few bytes fails without allocating it; NULL with length 0 is an empty file. */
+static void test_memory(suite *s)
+{
+    const char *header = "{'descr': '<f8', 'fortran_order': True, 'shape': (3, 2), }\n";
+    size_t len;
+    unsigned char *image = build_npy(2, 0, UINT32_MAX, header, NULL, 48, &len);
+    if (!CHECK(s, image != NULL, "building the memory image"))
+        return;
+    npy_array a;
+    char err[ERR_LEN] = "";
+    int rc = npy_load_memory(image, len, "mem", &a, err, sizeof err);
+    if (CHECK(s, rc == 0, "memory load failed: %s", err)) {
+        CHECK(s,
+              a.dtype == CVF_F64 && a.ndim == 2 && a.shape[0] == 3 && a.shape[1] == 2 && a.fortran_order == 1 &&
+                  a.nbytes == 48 && (uintptr_t)a.data % 64 == 0 && memcmp(a.data, image + len - 48, 48) == 0,
+              "memory load: wrong array");
+        npy_array_free(&a);
+    }
+    for (size_t cut = 0; cut < len; cut++) {
+        memset(&a, 0x5A, sizeof a);
+        rc = npy_load_memory(image, cut, "mem", &a, err, sizeof err);
+        CHECK(s, rc == -1 && is_zeroed(&a) && message_ok(err, "mem", ""), "memory prefix of %zu bytes: rc %d: %s", cut,
+              rc, err);
+    }
+    free(image);
+    image = build_npy(1, 0, UINT32_MAX, "{'descr': '<f4', 'fortran_order': False, 'shape': (4000000000,), }", NULL, 8,
+                      &len);
+    if (image != NULL) {
+        rc = npy_load_memory(image, len, "huge", &a, err, sizeof err);
+        CHECK(s, rc == -1 && message_ok(err, "huge", "truncated"), "huge declared shape: rc %d: %s", rc, err);
+        free(image);
+    }
+    rc = npy_load_memory(NULL, 0, "none", &a, err, sizeof err);
+    CHECK(s, rc == -1 && message_ok(err, "none", "empty"), "NULL, 0: rc %d: %s", rc, err);
+    rc = npy_load_memory(NULL, 5, "none", &a, err, sizeof err);
+    CHECK(s, rc == -1 && message_ok(err, "none", "no bytes"), "NULL, 5: rc %d: %s", rc, err);
+}
+
 /* ---- robustness sweeps -------------------------------------------------------------------- */
 
 /* Every proper prefix of a valid file fails cleanly; many one-byte changes to its preamble and
@@ -904,6 +1050,8 @@ int main(void)
     test_bad_headers(&s);
     test_bad_data_sizes(&s);
     test_pipe(&s);
+    test_fifo(&s);
+    test_memory(&s);
     test_sweeps(&s);
     test_save_failures(&s);
     test_api_edges(&s);

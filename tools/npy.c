@@ -29,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -39,6 +41,12 @@
 #define NPY_MAX_DESCR_LEN 31
 #define NPY_SHAPE_TEXT_LEN 64
 #define NPY_SAVE_HEADER_CAPACITY 256
+/* Bytes after the data read from a stream (a pipe) before giving up counting them: a writer that
+ * never stops (e.g. a FIFO fed by `yes`) must not make the reader loop forever. */
+#define NPY_MAX_TRAILING_COUNT (UINT64_C(1) << 20)
+/* A stream's data is read in chunks of at most this many bytes into a growing buffer, so that a
+ * header claiming a huge array costs memory only for the bytes that actually arrive. */
+#define NPY_STREAM_CHUNK (size_t)(1u << 20)
 
 #if defined(__GNUC__)
 #define NPY_PRINTF(fmt_index, first_arg) __attribute__((format(printf, fmt_index, first_arg)))
@@ -53,9 +61,11 @@ typedef struct error_sink {
     size_t errlen;
 } error_sink;
 
-/* An open input file. */
+/* An open input: a file, or bytes in memory (npy_load_memory; file NULL). */
 typedef struct npy_source {
     FILE *file;
+    const unsigned char *bytes; /* memory input: bytes[0, size) read from pos on */
+    size_t pos;
     const error_sink *sink;
     int64_t size; /* bytes in the file, or -1 when it is not a regular file (a pipe) */
 } npy_source;
@@ -547,8 +557,16 @@ static int describe_array(const error_sink *sink, const header_fields *fields, n
 
 /* Reads up to len bytes into buf; *got says how many arrived. Returns -1 with a message only
  * for a read error: a short read at the end of the file is for the caller to word. */
-static int read_bytes(const npy_source *src, void *buf, size_t len, size_t *got)
+static int read_bytes(npy_source *src, void *buf, size_t len, size_t *got)
 {
+    if (src->file == NULL) {
+        size_t left = (size_t)src->size - src->pos;
+        *got = len < left ? len : left;
+        if (*got > 0)
+            memcpy(buf, src->bytes + src->pos, *got);
+        src->pos += *got;
+        return 0;
+    }
     errno = 0;
     *got = len == 0 ? 0 : fread(buf, 1, len, src->file);
     if (*got < len && ferror(src->file))
@@ -556,34 +574,51 @@ static int read_bytes(const npy_source *src, void *buf, size_t len, size_t *got)
     return 0;
 }
 
-/* Opens path for reading and finds its size. Directories are refused. */
+/* Opens path for reading and finds its size. Directories are refused. The open itself never
+ * blocks: a FIFO is opened non-blocking (with no writer, an ordinary open would wait forever),
+ * then read in blocking mode, where a FIFO without a writer reads as empty. */
 static int open_source(const error_sink *sink, const char *path, npy_source *src)
 {
+    memset(src, 0, sizeof *src);
     src->sink = sink;
-    src->file = fopen(path, "rb");
-    if (src->file == NULL)
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
         return set_error(sink, "cannot open: %s", errno_text(errno));
     struct stat info;
-    if (fstat(fileno(src->file), &info) != 0) {
+    if (fstat(fd, &info) != 0) {
         int error = errno;
-        fclose(src->file);
+        close(fd);
         return set_error(sink, "cannot stat: %s", errno_text(error));
     }
     if (S_ISDIR(info.st_mode)) {
-        fclose(src->file);
+        close(fd);
         return set_error(sink, "is a directory, not a .npy file");
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        int error = errno;
+        close(fd);
+        return set_error(sink, "cannot read: %s", errno_text(error));
+    }
+    src->file = fdopen(fd, "rb");
+    if (src->file == NULL) {
+        int error = errno;
+        close(fd);
+        return set_error(sink, "cannot open: %s", errno_text(error));
     }
     src->size = S_ISREG(info.st_mode) ? (int64_t)info.st_size : -1;
     return 0;
 }
 
 /* Reads the magic string, the version and the header length. */
-static int read_preamble(const npy_source *src, npy_preamble *pre)
+static int read_preamble(npy_source *src, npy_preamble *pre)
 {
     unsigned char bytes[12];
     size_t got;
     if (read_bytes(src, bytes, 8, &got) != 0)
         return -1;
+    if (got == 0 && src->size < 0)
+        return set_error(src->sink, "no data (an empty pipe, or a FIFO with no writer), not a .npy file");
     if (got == 0)
         return set_error(src->sink, "file is empty, not a .npy file");
     if (got < NPY_MAGIC_LEN || memcmp(bytes, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
@@ -608,7 +643,7 @@ static int read_preamble(const npy_source *src, npy_preamble *pre)
 }
 
 /* Reads the header into a new NUL-terminated string (free it), or returns NULL with a message. */
-static char *read_header_text(const npy_source *src, const npy_preamble *pre)
+static char *read_header_text(npy_source *src, const npy_preamble *pre)
 {
     if (src->size >= 0 && pre->data_offset > src->size) {
         set_error(src->sink, "header length %" PRIu32 " goes beyond the end of the file (%" PRId64 " bytes)",
@@ -659,8 +694,9 @@ static int check_data_size(const npy_source *src, const npy_preamble *pre, size_
     return 0;
 }
 
-/* Checks that the file ends right after nbytes of data. */
-static int check_end_of_file(const npy_source *src, size_t nbytes)
+/* Checks that the file ends right after nbytes of data. A stream is read until its end, but no
+ * further than NPY_MAX_TRAILING_COUNT extra bytes (a writer may never stop). */
+static int check_end_of_file(npy_source *src, size_t nbytes)
 {
     unsigned char chunk[4096];
     uint64_t extra = 0;
@@ -669,16 +705,65 @@ static int check_end_of_file(const npy_source *src, size_t nbytes)
         if (read_bytes(src, chunk, sizeof chunk, &got) != 0)
             return -1;
         extra += got;
-    } while (got == sizeof chunk);
+    } while (got == sizeof chunk && extra <= NPY_MAX_TRAILING_COUNT);
+    if (extra > NPY_MAX_TRAILING_COUNT)
+        return set_error(src->sink,
+                         "file has more than %" PRIu64 " bytes after the data (expected exactly %zu data bytes)",
+                         NPY_MAX_TRAILING_COUNT, nbytes);
     if (extra > 0)
         return set_error(src->sink, "file has %" PRIu64 " bytes after the data (expected exactly %zu data bytes)",
                          extra, nbytes);
     return 0;
 }
 
-/* Reads the nbytes of data into a new 64-byte aligned block, or returns NULL with a message. */
-static void *read_data(const npy_source *src, size_t nbytes)
+/* Reads nbytes of a stream (whose size is not known in advance) into a growing buffer, then into
+ * a new 64-byte aligned block, so that a header claiming a huge array costs memory only for the
+ * bytes that arrive. Returns NULL with a message. */
+static void *read_stream_data(npy_source *src, size_t nbytes)
 {
+    unsigned char *buffer = NULL;
+    size_t have = 0;
+    while (have < nbytes) {
+        size_t want = nbytes - have < NPY_STREAM_CHUNK ? nbytes - have : NPY_STREAM_CHUNK;
+        unsigned char *grown = realloc(buffer, have + want);
+        if (grown == NULL) {
+            free(buffer);
+            set_error(src->sink, "out of memory: cannot allocate %zu bytes of data", have + want);
+            return NULL;
+        }
+        buffer = grown;
+        size_t got;
+        if (read_bytes(src, buffer + have, want, &got) != 0) {
+            free(buffer);
+            return NULL;
+        }
+        have += got;
+        if (got < want) {
+            free(buffer);
+            set_error(src->sink, "file is truncated: expected %zu data bytes, found %zu", nbytes, have);
+            return NULL;
+        }
+    }
+    void *data = alloc_aligned(nbytes);
+    if (data == NULL)
+        set_error(src->sink, "out of memory: cannot allocate %zu bytes of data", nbytes);
+    else if (nbytes > 0)
+        memcpy(data, buffer, nbytes);
+    free(buffer);
+    return data;
+}
+
+/* Reads the nbytes of data into a new 64-byte aligned block, or returns NULL with a message. */
+static void *read_data(npy_source *src, size_t nbytes)
+{
+    if (src->size < 0) {
+        void *data = read_stream_data(src, nbytes);
+        if (data != NULL && check_end_of_file(src, nbytes) != 0) {
+            free(data);
+            return NULL;
+        }
+        return data;
+    }
     void *data = alloc_aligned(nbytes);
     if (data == NULL) {
         set_error(src->sink, "out of memory: cannot allocate %zu bytes of data", nbytes);
@@ -702,7 +787,7 @@ static void *read_data(const npy_source *src, size_t nbytes)
 }
 
 /* Reads a whole .npy file from an open source into *out (left untouched on failure). */
-static int load_from_source(const npy_source *src, npy_array *out)
+static int load_from_source(npy_source *src, npy_array *out)
 {
     npy_preamble pre;
     memset(&pre, 0, sizeof pre);
@@ -748,6 +833,27 @@ int npy_load(const char *path, npy_array *out, char *err, size_t errlen)
     int result = load_from_source(&src, out);
     fclose(src.file); /* read-only: a close error loses nothing */
     return result;
+}
+
+/* Parses len bytes at bytes as a .npy file into *out (see npy.h). */
+int npy_load_memory(const void *bytes, size_t len, const char *name, npy_array *out, char *err, size_t errlen)
+{
+    const error_sink sink = {name, err, errlen};
+    if (out == NULL)
+        return set_error(&sink, "no output array given");
+    memset(out, 0, sizeof *out);
+    if (bytes == NULL && len > 0)
+        return set_error(&sink, "no bytes given for a %zu-byte buffer", len);
+    if ((uint64_t)len > (uint64_t)INT64_MAX)
+        return set_error(&sink, "buffer of %zu bytes is too large", len);
+    if (!host_is_little_endian())
+        return set_error(&sink, "big-endian hosts are not supported");
+    npy_source src;
+    memset(&src, 0, sizeof src);
+    src.bytes = bytes;
+    src.sink = &sink;
+    src.size = (int64_t)len;
+    return load_from_source(&src, out);
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */

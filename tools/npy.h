@@ -30,8 +30,16 @@ typedef struct npy_array {
 } npy_array;
 
 /* Loads path into *out. Returns 0 on success, -1 with a message in err (size errlen) otherwise;
- * on failure *out is zeroed and owns nothing. */
+ * on failure *out is zeroed and owns nothing. path may also name a pipe or FIFO (e.g. a shell's
+ * process substitution, /dev/fd/N): the open never blocks (a FIFO with no writer fails at once as
+ * empty), the data is read up to the size the header declares, and at most about 1 MiB of
+ * trailing bytes is counted before failing, so a writer that never stops cannot hang the reader. */
 int npy_load(const char *path, npy_array *out, char *err, size_t errlen);
+
+/* Parses the len bytes at bytes as the contents of a .npy file into *out, exactly as npy_load
+ * parses a regular file of those bytes; name stands for the path in messages ("NAME: problem").
+ * bytes may be NULL when len is 0. Returns 0, or -1 with a message (then *out is zeroed). */
+int npy_load_memory(const void *bytes, size_t len, const char *name, npy_array *out, char *err, size_t errlen);
 
 /* Writes a C-order array of dtype (F16, F32 or F64; anything else is an error) with ndim (1 or 2)
  * dimensions shape[] from the dense data to path. Returns 0, or -1 with a message in err. */
