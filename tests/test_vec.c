@@ -9,6 +9,11 @@
  *  - gelu and gelu' against a double evaluation of the same functions (the sigmoid form, which is
  *    the tanh formula without its cancellation), with an error bound scaled by the condition of
  *    the fp32 argument 2u (see gelu_bound); tails up to 1e30, infinities, NaN;
+ *  - the exact GELU gelu_erf(x) = x Phi(x) in ulp of the true fp32 value (subnormal results in
+ *    units of the smallest subnormal), and gelu_erf'(x) = Phi(x) + x phi(x) in ulp of the size of
+ *    its two terms (its zero near x = -0.75 cancels whatever the method), both against long double
+ *    erfcl / expl: bounds ERF_MAX_ULP, over the same sweep; a self-check shows the measure rejects
+ *    wrong values (a few ulp off, the tanh GELU, a flushed tail);
  *  - relu (x < 0 ? 0 : x, bitwise), add and accumulate exact;
  *  - every level within the bounds of the generic level.
  * The largest errors seen are printed per level.
@@ -30,6 +35,8 @@
 #define TANH_MAX_ULP 3.0
 /* gelu, gelu': the most error allowed, in units of gelu_bound's scale. */
 #define GELU_MAX_RATIO 4.0
+/* gelu_erf, gelu_erf': the most error allowed, in ulp (see erf_error). */
+#define ERF_MAX_ULP 4.0
 /* Mismatches printed per check before only counting. */
 #define MAX_EXAMPLES 5
 /* Random binary32 patterns per conversion / per function. */
@@ -233,6 +240,51 @@ static double gelu_bound(double x, double scale)
 }
 
 /* The error of got against want in ulp of want's binade (binary32, subnormals included). */
+static double ulp_error(float got, double want);
+
+/* Phi(x) = 0.5 erfc(-x / sqrt 2) in long double (x87 extended on x86: 11 more bits than double). */
+static long double ref_phi(long double x)
+{
+    return 0.5L * erfcl(-x * 0.707106781186547524400844362104849039L);
+}
+
+/* gelu_erf(x) = x Phi(x) in long double; -0 at -Inf (the limit), +Inf at +Inf. */
+static double ref_gelu_erf(double x)
+{
+    if (isinf(x))
+        return x > 0 ? x : -0.0;
+    return (double)((long double)x * ref_phi((long double)x));
+}
+
+/* gelu_erf'(x) = Phi(x) + x phi(x) in long double; *scale gets |Phi(x)| + |x phi(x)|, the size of
+ * the rounding errors near its zero. 1 / 0 at +-Inf. */
+static double ref_gelu_erf_derivative(double x, double *scale)
+{
+    if (isinf(x)) {
+        *scale = 1.0;
+        return x > 0 ? 1.0 : 0.0;
+    }
+    long double z = (long double)x, phi = z * expl(-0.5L * z * z) * 0.398942280401432677939946059934381868L;
+    long double cdf = ref_phi(z);
+    *scale = (double)(fabsl(cdf) + fabsl(phi));
+    return (double)(cdf + phi);
+}
+
+/* The error of got against want in ulp of the binary32 binade of scale (>= |want|): ulp_error for
+ * scale = |want|; NaN only matches NaN, infinities only themselves. */
+static double erf_error(float got, double want, double scale)
+{
+    if (isnan(want) || isnan(got))
+        return isnan(want) && isnan(got) ? 0.0 : INFINITY;
+    if (isinf(want) || isinf(got))
+        return (double)got == want ? 0.0 : INFINITY;
+    int e;
+    frexp(scale, &e);
+    if (e < -125)
+        e = -125;
+    return fabs((double)got - want) / ldexp(1.0, e - 24);
+}
+
 static double ulp_error(float got, double want)
 {
     if (isnan(want) || isnan(got))
@@ -272,7 +324,24 @@ static void stats_add(error_stats *st, double error, float x, double rel, bool i
 /* ---- the function sweeps ------------------------------------------------------------------- */
 
 /* Which function a sweep checks. */
-typedef enum sweep_fn { FN_TANH, FN_GELU, FN_DGELU } sweep_fn;
+typedef enum sweep_fn { FN_TANH, FN_GELU, FN_DGELU, FN_GELU_ERF, FN_DGELU_ERF } sweep_fn;
+
+/* Whether fn is measured in ulp (tanh and the erf GELU) rather than in gelu_bound units. */
+static bool fn_in_ulp(sweep_fn fn)
+{
+    return fn == FN_TANH || fn == FN_GELU_ERF || fn == FN_DGELU_ERF;
+}
+
+/* The bound of fn's error measure. */
+static double fn_limit(sweep_fn fn)
+{
+    switch (fn) {
+    case FN_TANH: return TANH_MAX_ULP;
+    case FN_GELU_ERF:
+    case FN_DGELU_ERF: return ERF_MAX_ULP;
+    default: return GELU_MAX_RATIO;
+    }
+}
 
 /* Runs fn of ops on the block x[0..n) into y (gelu in place on a copy, dgelu with grad 1). */
 static void run_fn(const cvf_cpu_vec_ops *ops, sweep_fn fn, const float *x, float *y, int64_t n)
@@ -288,25 +357,39 @@ static void run_fn(const cvf_cpu_vec_ops *ops, sweep_fn fn, const float *x, floa
             y[i] = 1.0f;
         ops->activate(CVF_ACTIVATION_DGELU_TANH, y, x, n);
         break;
+    case FN_GELU_ERF:
+        memcpy(y, x, (size_t)n * sizeof(float));
+        ops->activate(CVF_ACTIVATION_GELU_ERF, y, NULL, n);
+        break;
+    case FN_DGELU_ERF:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f;
+        ops->activate(CVF_ACTIVATION_DGELU_ERF, y, x, n);
+        break;
     }
 }
 
-/* The error measure of fn's result got at x: ulp for tanh, bound ratio for gelu / gelu'. Sets
- * *rel to the relative error (-1 when the reference is below 1e-30 or not finite). */
+/* The error measure of fn's result got at x: ulp for tanh and the erf GELU (gelu_erf' in ulp of
+ * its terms' size), bound ratio for gelu / gelu'. Sets *rel to the relative error (-1 when the
+ * reference is below 1e-30 or not finite). */
 static double fn_error(sweep_fn fn, float x, float got, double *rel)
 {
-    double want, scale;
+    double want, scale = 0.0;
     switch (fn) {
     case FN_TANH: want = tanh((double)x); break;
     case FN_GELU:
         want = ref_gelu((double)x);
         scale = fabs(want);
         break;
+    case FN_GELU_ERF: want = ref_gelu_erf((double)x); break;
+    case FN_DGELU_ERF: want = ref_gelu_erf_derivative((double)x, &scale); break;
     default: want = ref_gelu_derivative((double)x, &scale); break;
     }
     *rel = (isfinite(want) && fabs(want) >= 1e-30) ? fabs((double)got - want) / fabs(want) : -1.0;
-    if (fn == FN_TANH)
+    if (fn == FN_TANH || fn == FN_GELU_ERF)
         return ulp_error(got, want);
+    if (fn == FN_DGELU_ERF)
+        return erf_error(got, want, scale);
     if (isnan(want) || isnan(got))
         return isnan(want) && isnan(got) ? 0.0 : INFINITY;
     if (isinf(want) || isinf(got))
@@ -322,7 +405,7 @@ static void check_block(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gener
     float y[BLOCK], g[BLOCK];
     run_fn(ops, fn, x, y, n);
     run_fn(generic, fn, x, g, n);
-    double limit = fn == FN_TANH ? TANH_MAX_ULP : GELU_MAX_RATIO;
+    double limit = fn_limit(fn);
     for (int64_t i = 0; i < n; i++) {
         double rel, generic_rel;
         double error = fn_error(fn, x[i], y[i], &rel);
@@ -345,7 +428,7 @@ static void check_block(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gener
  * subnormals and the special values; checks and prints the largest errors. */
 static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *generic, sweep_fn fn)
 {
-    static const char *const names[] = {"tanh", "gelu", "gelu'"};
+    static const char *const names[] = {"tanh", "gelu", "gelu'", "gelu_erf", "gelu_erf'"};
     error_stats st = {0}, versus = {0};
     float x[BLOCK];
     int64_t n = 0;
@@ -375,7 +458,8 @@ static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gen
     }
     float specials[] = {0.0f,         -0.0f,         INFINITY, -INFINITY, NAN,   -NAN,   FLT_MIN,    -FLT_MIN,
                         FLT_TRUE_MIN, -FLT_TRUE_MIN, FLT_MAX,  -FLT_MAX,  1e10f, -1e10f, 1.0001e10f, -1.0001e10f,
-                        1e-20f,       -1e-20f,       9.0f,     -9.0f,     88.0f, -88.0f, 100.0f,     -100.0f};
+                        1e-20f,       -1e-20f,       9.0f,     -9.0f,     88.0f, -88.0f, 100.0f,     -100.0f,
+                        -0.7517916f,  -0.75f,        -13.0f,   -14.0f,    -14.5f, -15.0f, -15.5f,     15.5f};
     int count = (int)(sizeof specials / sizeof specials[0]);
     if (n + count > BLOCK) {
         check_block(ops, generic, fn, x, n, &st, &versus);
@@ -384,16 +468,16 @@ static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gen
     for (int i = 0; i < count; i++)
         x[n++] = specials[i];
     check_block(ops, generic, fn, x, n, &st, &versus);
-    double limit = fn == FN_TANH ? TANH_MAX_ULP : GELU_MAX_RATIO;
+    double limit = fn_limit(fn);
     CHECK(st.bad == 0, "%s %s: %lld of %lld values beyond the bound %g (worst %.3g at x=%.9g)", ops->name, names[fn],
           (long long)st.bad, (long long)st.count, limit, st.worst, (double)st.worst_x);
     CHECK(versus.bad == 0, "%s %s vs generic: %lld values apart by more than both bounds", ops->name, names[fn],
           (long long)versus.bad);
-    if (fn == FN_TANH)
-        printf("  %-12s %-6s max %.3f ulp (at x=%.9g); max rel error %.3g\n", ops->name, names[fn], st.worst,
-               (double)st.worst_x, st.worst_rel);
+    if (fn_in_ulp(fn))
+        printf("  %-12s %-9s max %.3f ulp (at x=%.9g); max rel error %.3g (results >= 1e-30)\n", ops->name, names[fn],
+               st.worst, (double)st.worst_x, st.worst_rel);
     else
-        printf("  %-12s %-6s max %.3f bound units (at x=%.9g); max rel error %.3g where 2u >= -8, %.3g overall "
+        printf("  %-12s %-9s max %.3f bound units (at x=%.9g); max rel error %.3g where 2u >= -8, %.3g overall "
                "(results >= 1e-30)\n",
                ops->name, names[fn], st.worst, (double)st.worst_x, st.worst_rel_u, st.worst_rel);
 }
@@ -633,6 +717,8 @@ int main(void)
         test_function(ops, generic, FN_TANH);
         test_function(ops, generic, FN_GELU);
         test_function(ops, generic, FN_DGELU);
+        test_function(ops, generic, FN_GELU_ERF);
+        test_function(ops, generic, FN_DGELU_ERF);
         fflush(stdout);
     }
     return test_report("test_vec");
