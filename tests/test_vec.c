@@ -512,6 +512,53 @@ static void test_gelu_specials(const cvf_cpu_vec_ops *ops)
           (double)y[4]);
 }
 
+/* gelu_erf / gelu_erf' special values: gelu_erf(+Inf) = +Inf, gelu_erf(-Inf) = 0 (either sign),
+ * NaN stays NaN, gelu_erf(-1e30) = 0, gelu_erf(1e30) = 1e30, gelu_erf(-0) = -0; gelu_erf'(+-Inf) =
+ * 1 / 0, gelu_erf'(NaN) = NaN, gelu_erf'(0) = 1/2. */
+static void test_gelu_erf_specials(const cvf_cpu_vec_ops *ops)
+{
+    float x[7] = {INFINITY, -INFINITY, NAN, -1e30f, 1e30f, -0.0f, 0.0f};
+    float y[7];
+    memcpy(y, x, sizeof y);
+    ops->activate(CVF_ACTIVATION_GELU_ERF, y, NULL, 7);
+    CHECK(y[0] == INFINITY && y[1] == 0.0f && isnan(y[2]) && y[3] == 0.0f && y[4] == 1e30f &&
+              bits_of(y[5]) == 0x80000000u && bits_of(y[6]) == 0,
+          "%s gelu_erf specials: %g %g %g %g %g %g %g", ops->name, (double)y[0], (double)y[1], (double)y[2],
+          (double)y[3], (double)y[4], (double)y[5], (double)y[6]);
+    for (int i = 0; i < 7; i++)
+        y[i] = 2.0f;
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, y, x, 7);
+    CHECK(y[0] == 2.0f && y[1] == 0.0f && isnan(y[2]) && y[3] == 0.0f && y[4] == 2.0f && y[5] == 1.0f && y[6] == 1.0f,
+          "%s dgelu_erf specials: %g %g %g %g %g %g %g", ops->name, (double)y[0], (double)y[1], (double)y[2],
+          (double)y[3], (double)y[4], (double)y[5], (double)y[6]);
+}
+
+/* The error measures must be able to fail: a result a few ulp off, the tanh GELU in place of the
+ * erf one, a far tail flushed to zero or a NaN are each rejected, while the exact value passes. */
+static void test_erf_measure_rejects(void)
+{
+    double rel;
+    float x = -2.5f, want = (float)ref_gelu_erf((double)x);
+    float off = want;
+    for (int i = 0; i < 6; i++)
+        off = nextafterf(off, 0.0f);
+    CHECK(fn_error(FN_GELU_ERF, x, want, &rel) <= 0.5, "self-check: the rounded truth passes");
+    CHECK(fn_error(FN_GELU_ERF, x, off, &rel) > ERF_MAX_ULP, "self-check: 6 ulp off is rejected");
+    CHECK(fn_error(FN_GELU_ERF, x, (float)ref_gelu((double)x), &rel) > ERF_MAX_ULP,
+          "self-check: gelu_tanh in place of gelu_erf is rejected");
+    float far = -13.0f;
+    CHECK(fn_error(FN_GELU_ERF, far, 0.0f, &rel) > ERF_MAX_ULP, "self-check: a flushed tail (gelu_erf(-13) = 0)");
+    CHECK(fn_error(FN_DGELU_ERF, far, 0.0f, &rel) > ERF_MAX_ULP, "self-check: a flushed tail (gelu_erf'(-13) = 0)");
+    CHECK(fn_error(FN_DGELU_ERF, 1.0f, NAN, &rel) > ERF_MAX_ULP, "self-check: NaN for gelu_erf'(1)");
+    double scale;
+    float d = (float)ref_gelu_erf_derivative(1.0, &scale);
+    CHECK(fn_error(FN_DGELU_ERF, 1.0f, d, &rel) <= 0.5 &&
+              fn_error(FN_DGELU_ERF, 1.0f, nextafterf(nextafterf(nextafterf(nextafterf(nextafterf(d, 2.0f), 2.0f),
+                                                                         2.0f), 2.0f), 2.0f),
+                       &rel) > ERF_MAX_ULP,
+          "self-check: gelu_erf'(1) exact passes, 5 ulp off is rejected");
+}
+
 /* DGELU multiplies the gradient by gelu'(aux) with one rounding: x * (1 * gelu'(aux)) bit for
  * bit; relu is x < 0 ? 0 : x bit for bit; add and accumulate are exact float sums. */
 static void test_exact_ops(const cvf_cpu_vec_ops *ops)
@@ -555,6 +602,18 @@ static void test_exact_ops(const cvf_cpu_vec_ops *ops)
         bad_acc += bits_of(y[i]) != bits_of(want) && !(isnan(y[i]) && isnan(want));
     }
     CHECK(bad_dgelu == 0, "%s dgelu: %lld results are not x * gelu'(aux)", ops->name, (long long)bad_dgelu);
+    int64_t bad_dgelu_erf = 0;
+    for (int i = 0; i < N; i++)
+        d[i] = 1.0f;
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, d, aux, N);
+    memcpy(y, x, N * sizeof(float));
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, y, aux, N);
+    for (int i = 0; i < N; i++) {
+        float want = x[i] * d[i];
+        bad_dgelu_erf += bits_of(y[i]) != bits_of(want) && !(isnan(y[i]) && isnan(want));
+    }
+    CHECK(bad_dgelu_erf == 0, "%s dgelu_erf: %lld results are not x * gelu_erf'(aux)", ops->name,
+          (long long)bad_dgelu_erf);
     CHECK(bad_relu == 0, "%s relu: %lld results are not x < 0 ? 0 : x", ops->name, (long long)bad_relu);
     CHECK(bad_add == 0, "%s add: %lld results differ", ops->name, (long long)bad_add);
     CHECK(bad_acc == 0, "%s accumulate: %lld results differ", ops->name, (long long)bad_acc);
@@ -569,7 +628,7 @@ static void test_exact_ops(const cvf_cpu_vec_ops *ops)
 /* Every operation on count elements, arrays ending at an inaccessible page (an access past the
  * end faults); results compared with the same elements of a long run. */
 static void test_fenced(const cvf_cpu_vec_ops *ops, int count, const float *values, const float *long_gelu,
-                        const float *long_tanh)
+                        const float *long_tanh, const float *long_erf)
 {
     fenced a, b, c, d;
     fenced_create(&a);
@@ -607,11 +666,15 @@ static void test_fenced(const cvf_cpu_vec_ops *ops, int count, const float *valu
     ops->activate(CVF_ACTIVATION_GELU_TANH, fa, NULL, count);
     ok &= memcmp(fa, long_gelu, fbytes) == 0;
     memcpy(fa, values, fbytes);
+    ops->activate(CVF_ACTIVATION_GELU_ERF, fa, NULL, count);
+    ok &= memcmp(fa, long_erf, fbytes) == 0;
+    memcpy(fa, values, fbytes);
     ops->tanh(fa, fb, count);
     ok &= memcmp(fb, long_tanh, fbytes) == 0;
     for (int i = 0; i < count; i++)
         fb[i] = 1.0f;
     ops->activate(CVF_ACTIVATION_DGELU_TANH, fb, fa, count);
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, fb, fa, count);
     ops->activate(CVF_ACTIVATION_RELU, fb, NULL, count);
     ops->add(fb, fa, count);
     ops->accumulate(fb, fa, count);
@@ -625,7 +688,7 @@ static void test_fenced(const cvf_cpu_vec_ops *ops, int count, const float *valu
 /* Every operation on count elements starting at element shift of ordinary buffers: the results
  * match a long run and the guard elements after the end (and before the start) do not change. */
 static void test_guards(const cvf_cpu_vec_ops *ops, int count, int shift, const float *values, const float *long_gelu,
-                        const float *long_tanh)
+                        const float *long_tanh, const float *long_erf)
 {
     enum { GUARD = 40, ROOM = 68 + 2 * GUARD + 8 };
     const uint32_t poison = 0x7FA5A5A5u;
@@ -650,12 +713,16 @@ static void test_guards(const cvf_cpu_vec_ops *ops, int count, int shift, const 
         }
     }
     memcpy(x, values, (size_t)count * sizeof(float));
+    ops->activate(CVF_ACTIVATION_GELU_ERF, x, NULL, count);
+    ok &= memcmp(x, long_erf, (size_t)count * sizeof(float)) == 0;
+    memcpy(x, values, (size_t)count * sizeof(float));
     ops->activate(CVF_ACTIVATION_GELU_TANH, x, NULL, count);
     ok &= memcmp(x, long_gelu, (size_t)count * sizeof(float)) == 0;
     memcpy(a, values, (size_t)count * sizeof(float));
     ops->tanh(a, y, count);
     ok &= memcmp(y, long_tanh, (size_t)count * sizeof(float)) == 0;
     ops->activate(CVF_ACTIVATION_DGELU_TANH, x, a, count);
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, x, a, count);
     ops->activate(CVF_ACTIVATION_RELU, x, NULL, count);
     ops->add(x, a, count);
     ops->accumulate(y, a, count);
@@ -678,7 +745,7 @@ static void test_guards(const cvf_cpu_vec_ops *ops, int count, int shift, const 
 static void test_tails(const cvf_cpu_vec_ops *ops)
 {
     enum { MAXN = 68 };
-    float values[MAXN], long_gelu[MAXN], long_tanh[MAXN];
+    float values[MAXN], long_gelu[MAXN], long_tanh[MAXN], long_erf[MAXN];
     uint64_t rng = 0x7A11u;
     for (int i = 0; i < MAXN; i++) {
         uint64_t r = next_random(&rng);
@@ -686,11 +753,13 @@ static void test_tails(const cvf_cpu_vec_ops *ops)
     }
     memcpy(long_gelu, values, sizeof values);
     ops->activate(CVF_ACTIVATION_GELU_TANH, long_gelu, NULL, MAXN);
+    memcpy(long_erf, values, sizeof values);
+    ops->activate(CVF_ACTIVATION_GELU_ERF, long_erf, NULL, MAXN);
     ops->tanh(values, long_tanh, MAXN);
     for (int count = 0; count < MAXN; count++) {
-        test_fenced(ops, count, values, long_gelu, long_tanh);
+        test_fenced(ops, count, values, long_gelu, long_tanh, long_erf);
         for (int shift = 0; shift < 4; shift++)
-            test_guards(ops, count, shift, values, long_gelu, long_tanh);
+            test_guards(ops, count, shift, values, long_gelu, long_tanh, long_erf);
     }
 }
 
@@ -699,6 +768,7 @@ static void test_tails(const cvf_cpu_vec_ops *ops)
 int main(void)
 {
     const cvf_cpu_vec_ops *generic = cvf_cpu_vec_ops_for(CVF_CPU_ISA_GENERIC);
+    test_erf_measure_rejects();
     CHECK(cvf_cpu_vec_ops_active() == cvf_cpu_vec_ops_for(cvf_cpu_isa_active()), "active ops follow the active isa");
     for (int level = 0; level < CVF_CPU_ISA_COUNT; level++) {
         cvf_cpu_isa isa = (cvf_cpu_isa)level;
@@ -713,6 +783,7 @@ int main(void)
         test_tails(ops);
         test_tanh_specials(ops);
         test_gelu_specials(ops);
+        test_gelu_erf_specials(ops);
         test_exact_ops(ops);
         test_function(ops, generic, FN_TANH);
         test_function(ops, generic, FN_GELU);

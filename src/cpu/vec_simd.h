@@ -104,8 +104,8 @@ static inline vf vec_gelu_derivative(vf x)
 
 /*
  * The exact GELU, x Phi(x), and its derivative Phi(x) + x phi(x), in two ranges of a = |x|:
- *  - a < 0.75: Phi(x) = 1/2 + x P(x^2) and gelu_erf'(x) = 1/2 + x D(x^2), degree-5 polynomials:
- *    gelu = x / 2 + x^2 P(x^2), and tiny x stay within an ulp;
+ *  - a < 0.75: Phi(x) = 1/2 + x P(x^2) and gelu_erf'(x) = 1/2 + x D(x^2), degree-5 polynomials
+ *    (no cancellation: Phi >= 0.22 there), gelu = x Phi;
  *  - a >= 0.75 (clamped at 15): Phi(-a) = E(a) M(a) with E(a) = exp(-a^2 / 2) and
  *    M(a) = Phi(-a) exp(a^2 / 2), 1 / sqrt(2 pi) times Mills' ratio (A&S 26.2.12-26.2.15): smooth,
  *    ~ 1 / (a sqrt(2 pi)) for large a, and free of the exponential, so Phi(-a) keeps its relative
@@ -197,8 +197,7 @@ static inline vf vec_gelu_erf(vf x)
     vf lower = vf_or_sign(vf_mul(vf_mul(vf_mul(a, m), e), two_m64), x);
     vf upper = vf_mul(x, vf_sub(vf_set(1.0f), vf_mul(vf_mul(e, m), two_m64)));
     vf tail = vf_select(vf_lt(x, vf_set(0.0f)), lower, upper);
-    vf w = vf_mul(x, x);
-    vf core = vf_fma(w, vec_phi_core(w), vf_mul(x, vf_set(0.5f)));
+    vf core = vf_mul(x, vf_fma(x, vec_phi_core(vf_mul(x, x)), vf_set(0.5f))); /* keeps -0 */
     vf y = vf_select(vf_lt(a, vf_set(VEC_ERF_CORE)), core, tail);
     return vf_select(vf_isnan(x), vf_add(x, x), y);
 }
