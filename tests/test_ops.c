@@ -50,8 +50,19 @@ static const support_dtype_combo combos[] = {
 };
 #define HOMOGENEOUS_COMBOS 3
 
-/* Epilogue index bits: activation in bits 0-1, then bias, aux_out, bias_grad. */
-#define EPILOGUE_COUNT 32
+/* Epilogue index bits: activation in bits 0-1, then bias, aux_out, bias_grad, and
+ * SUPPORT_EPILOGUE_ERF (the exact GELU for the two GELU activations). EPILOGUE_COUNT enumerates the
+ * 32 tanh-GELU / ReLU / none epilogues, then the 16 with GELU_ERF or DGELU_ERF (epilogue_index). */
+#define EPILOGUE_COUNT 48
+
+/* The epilogue index (support_make_matmul_case) of epilogue number i, i in [0, EPILOGUE_COUNT). */
+static int epilogue_index(int i)
+{
+    if (i < 32)
+        return i;
+    int j = i - 32; /* activation GELU (2) or DGELU (3), then the three extras */
+    return SUPPORT_EPILOGUE_ERF | (2 + (j & 1)) | ((j >> 1) << 2);
+}
 
 /* The layouts every epilogue and dtype combination runs with. */
 static const unsigned layouts[] = {
@@ -210,6 +221,23 @@ static void test_known_answers(const contexts *cx)
         small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu);
         expect_near("3 * gelu_tanh'(-0.5)", name, y, 3.0 * 0.13263009646535764, 1e-6);
 
+        /* the exact GELU (values from mpmath's ncdf / npdf at 30 digits) */
+        float minus_six = -6.0f;
+        cvf_epilogue gelu_erf = {CVF_ACTIVATION_GELU_ERF, NULL, NULL, NULL, NULL};
+        small_matmul(devices[d], &one, &one, &y, 1, 1, 1, &gelu_erf);
+        expect_near("gelu_erf(1)", name, y, 0.84134474606854295, 1e-6);
+        small_matmul(devices[d], &minus_two, &one, &y, 1, 1, 1, &gelu_erf);
+        expect_near("gelu_erf(-2)", name, y, -0.045500263896358414, 1e-6);
+        small_matmul(devices[d], &minus_six, &one, &y, 1, 1, 1, &gelu_erf);
+        expect_near("gelu_erf(-6)", name, y, -5.9195258702261888e-9, 1e-6);
+        cvf_epilogue dgelu_erf = {CVF_ACTIVATION_DGELU_ERF, NULL, &mi, NULL, NULL};
+        aux_in = 1.0f;
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu_erf);
+        expect_near("3 * gelu_erf'(1)", name, y, 3.2499464117630589, 1e-6);
+        aux_in = -0.5f;
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu_erf);
+        expect_near("3 * gelu_erf'(-0.5)", name, y, 0.39751462603151147, 1e-6);
+
         float k0_bias[3] = {-1.0f, 2.0f, -0.0f}, k0_c[9], k0_grad[3];
         cvf_vector kb = cvf_vector_dense(k0_bias, CVF_F32, 3), kg = cvf_vector_dense(k0_grad, CVF_F32, 3);
         cvf_epilogue k0 = {CVF_ACTIVATION_RELU, &kb, NULL, NULL, &kg};
@@ -234,7 +262,8 @@ static void test_epilogue_cross_product(const contexts *cx)
     for (size_t d = 0; d < ARRAY_SIZE(combos); d++)
         for (int e = 0; e < EPILOGUE_COUNT; e++)
             for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
-                support_matmul_case c = support_make_matmul_case(19, 37, 45, &combos[d], e, layouts[l], seed++);
+                support_matmul_case c =
+                    support_make_matmul_case(19, 37, 45, &combos[d], epilogue_index(e), layouts[l], seed++);
                 run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
             }
 }
@@ -255,7 +284,7 @@ static void test_shape_sweep(const contexts *cx)
             if (sweep_sizes[i] * sweep_sizes[j] * k > 128 * 128 * 129) /* keep the sanitizer run short */
                 k = sweep_sizes[(i + j) % 6];
             const support_dtype_combo *d = &combos[index % ARRAY_SIZE(combos)];
-            int epilogue = (index * 7 + 3) % EPILOGUE_COUNT;
+            int epilogue = epilogue_index((index * 7 + 3) % EPILOGUE_COUNT);
             unsigned layout = layouts[(index * 3 + index / 8) % ARRAY_SIZE(layouts)];
             support_matmul_case c = support_make_matmul_case(sweep_sizes[i], sweep_sizes[j], k, d, epilogue, layout, seed++);
             run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
@@ -273,8 +302,8 @@ static void test_degenerate_shapes(const contexts *cx)
         for (int d = 0; d < HOMOGENEOUS_COMBOS; d++)
             for (int e = 0; e < EPILOGUE_COUNT; e++) {
                 unsigned layout = layouts[(size_t)(e + d) % ARRAY_SIZE(layouts)];
-                support_matmul_case c =
-                    support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], e, layout, seed++);
+                support_matmul_case c = support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d],
+                                                                 epilogue_index(e), layout, seed++);
                 run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
             }
 }
@@ -314,6 +343,9 @@ static void test_large_shapes(const contexts *cx)
         {130, 1, 1000, 3, 3 | 4 | 16, SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED},   /* N = 1, dgelu */
         {1, 300, 700, 4, 1 | 4, SUPPORT_INPUTS_PADDED},                              /* M = 1 */
         {200, 129, 257, 5, 2 | 4 | 16, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED}, /* mixed, gelu */
+        {300, 200, 500, 0, SUPPORT_EPILOGUE_ERF | 2 | 4 | 8 | 16, SUPPORT_C_PADDED},    /* f32 gelu_erf, all extras */
+        {257, 130, 300, 2, SUPPORT_EPILOGUE_ERF | 3 | 4 | 16, SUPPORT_B_TRANSPOSED},    /* bf16 dgelu_erf */
+        {131, 255, 129, 3, SUPPORT_EPILOGUE_ERF | 3 | 8, SUPPORT_C_COLUMN_MAJOR},       /* f16 -> f32 dgelu_erf */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
@@ -542,6 +574,15 @@ static void test_nan_inf(const contexts *cx)
         run_nan_case(cx, &r, inject_nan_in_bias, 6, true);
         support_matmul_case z = support_make_matmul_case(20, 11, 0, &combos[d], 1 | 4 | 16, 0, 50300 + (uint64_t)d);
         run_nan_case(cx, &z, inject_nan_in_bias, 6, true); /* K = 0: relu(NaN bias) */
+        support_matmul_case ge = support_make_matmul_case(33, 9, 17, &combos[d], SUPPORT_EPILOGUE_ERF | 2 | 4 | 16,
+                                                          SUPPORT_B_TRANSPOSED, 50500 + (uint64_t)d);
+        run_nan_case(cx, &ge, inject_nan_in_b, 5, true);
+        support_matmul_case de = support_make_matmul_case(20, 11, 5, &combos[d], SUPPORT_EPILOGUE_ERF | 3 | 4 | 8 | 16,
+                                                          SUPPORT_C_COLUMN_MAJOR, 50600 + (uint64_t)d);
+        run_nan_case(cx, &de, inject_nan_in_bias, 6, true);
+        support_matmul_case gr = support_make_matmul_case(33, 9, 17, &combos[d], SUPPORT_EPILOGUE_ERF | 2 | 4 | 8,
+                                                          SUPPORT_A_TRANSPOSED, 50700 + (uint64_t)d);
+        run_nan_case(cx, &gr, inject_nan_in_a, 2, false);
 
         /* infinities: with ReLU compared against the reference; with GELU only "no crash" */
         support_matmul_case inf = support_make_matmul_case(5, 67, 4, &combos[d], 1, 0, 50400 + (uint64_t)d);
@@ -549,12 +590,16 @@ static void test_nan_inf(const contexts *cx)
         if (f) {
             for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++)
                 run_and_check(f, cx->cpu[t], t ? "cpu threads=2" : "cpu threads=1", t == 0);
-            f->spec.activation = CVF_ACTIVATION_GELU_TANH;
-            cvf_status status = support_matmul_run(f, cx->cpu[1]);
-            CHECK(status == CVF_STATUS_SUCCESS, "%s with gelu_tanh and infinities: %s", f->label,
-                  cvf_status_string(status));
-            CHECK(support_count_poisoned_in_view(&f->c) == 0 && support_outside_view_intact(&f->c),
-                  "%s with gelu_tanh and infinities: C not fully written or written outside", f->label);
+            static const cvf_activation gelus[2] = {CVF_ACTIVATION_GELU_TANH, CVF_ACTIVATION_GELU_ERF};
+            for (int v = 0; v < 2; v++) {
+                f->spec.activation = gelus[v];
+                cvf_status status = support_matmul_run(f, cx->cpu[1]);
+                const char *act = cvf_activation_name(gelus[v]);
+                CHECK(status == CVF_STATUS_SUCCESS, "%s with %s and infinities: %s", f->label, act,
+                      cvf_status_string(status));
+                CHECK(support_count_poisoned_in_view(&f->c) == 0 && support_outside_view_intact(&f->c),
+                      "%s with %s and infinities: C not fully written or written outside", f->label, act);
+            }
             support_matmul_teardown(f);
             free(f);
         }
@@ -583,6 +628,26 @@ static void inject_dgelu_tail(support_matmul_fixture *f)
             cvft_matrix_set(aux, i, j, -3.0 - 2.0 * (double)(i * aux->cols + j) / (double)(aux->rows * aux->cols));
 }
 
+/* Sets A[i][0] = -3 - i and B[0][j] = 1 + j/80 (k = 1 in the f32 case: exact products):
+ * pre-activations from -3 down to about -14.7, where gelu_erf(x) = x Phi(x) falls from 4e-3 to
+ * 1e-47, through the fp32 subnormals to 0: Phi must be computed without 1 + erf(x / sqrt 2). */
+static void inject_gelu_erf_tail(support_matmul_fixture *f)
+{
+    for (int64_t i = 0; i < f->a.view.rows; i++)
+        cvft_matrix_set(&f->a.view, i, 0, -3.0 - (double)i);
+    for (int64_t j = 0; j < f->b.view.cols; j++)
+        cvft_matrix_set(&f->b.view, 0, j, 1.0 + (double)j / 80.0);
+}
+
+/* Sets aux_in to values spread over [-12, -3): gelu_erf'(x) = Phi(x) + x phi(x) is tiny there. */
+static void inject_dgelu_erf_tail(support_matmul_fixture *f)
+{
+    const cvf_matrix *aux = &f->aux_in.view;
+    for (int64_t i = 0; i < aux->rows; i++)
+        for (int64_t j = 0; j < aux->cols; j++)
+            cvft_matrix_set(aux, i, j, -3.0 - 9.0 * (double)(i * aux->cols + j) / (double)(aux->rows * aux->cols));
+}
+
 /* Runs a case whose inputs inject prepares on the default CPU contexts with the usual checks. */
 static void run_injected_case(const contexts *cx, const support_matmul_case *c,
                               void (*inject)(support_matmul_fixture *))
@@ -607,6 +672,12 @@ static void test_gelu_tails(const contexts *cx)
         support_matmul_case dg =
             support_make_matmul_case(8, 40, 3, &combos[d], CVF_ACTIVATION_DGELU_TANH | 16, 0, 55100 + (uint64_t)d);
         run_injected_case(cx, &dg, inject_dgelu_tail);
+        support_matmul_case ge =
+            support_make_matmul_case(12, 40, 1, &combos[d], SUPPORT_EPILOGUE_ERF | 2, 0, 55200 + (uint64_t)d);
+        run_injected_case(cx, &ge, inject_gelu_erf_tail);
+        support_matmul_case de =
+            support_make_matmul_case(8, 40, 3, &combos[d], SUPPORT_EPILOGUE_ERF | 3 | 16, 0, 55300 + (uint64_t)d);
+        run_injected_case(cx, &de, inject_dgelu_erf_tail);
     }
 }
 
