@@ -343,9 +343,9 @@ static void test_large_shapes(const contexts *cx)
         {130, 1, 1000, 3, 3 | 4 | 16, SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED},   /* N = 1, dgelu */
         {1, 300, 700, 4, 1 | 4, SUPPORT_INPUTS_PADDED},                              /* M = 1 */
         {200, 129, 257, 5, 2 | 4 | 16, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED}, /* mixed, gelu */
-        {300, 200, 500, 0, SUPPORT_EPILOGUE_ERF | 2 | 4 | 8 | 16, SUPPORT_C_PADDED},    /* f32 gelu_erf, all extras */
-        {257, 130, 300, 2, SUPPORT_EPILOGUE_ERF | 3 | 4 | 16, SUPPORT_B_TRANSPOSED},    /* bf16 dgelu_erf */
-        {131, 255, 129, 3, SUPPORT_EPILOGUE_ERF | 3 | 8, SUPPORT_C_COLUMN_MAJOR},       /* f16 -> f32 dgelu_erf */
+        {300, 200, 500, 0, SUPPORT_EPILOGUE_ERF | 2 | 4 | 8 | 16, SUPPORT_C_PADDED}, /* f32 gelu_erf, all extras */
+        {257, 130, 300, 2, SUPPORT_EPILOGUE_ERF | 3 | 4 | 16, SUPPORT_B_TRANSPOSED}, /* bf16 dgelu_erf */
+        {131, 255, 129, 3, SUPPORT_EPILOGUE_ERF | 3 | 8, SUPPORT_C_COLUMN_MAJOR},    /* f16 -> f32 dgelu_erf */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],

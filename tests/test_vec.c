@@ -456,9 +456,9 @@ static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gen
             n = 0;
         }
     }
-    float specials[] = {0.0f,         -0.0f,         INFINITY, -INFINITY, NAN,   -NAN,   FLT_MIN,    -FLT_MIN,
-                        FLT_TRUE_MIN, -FLT_TRUE_MIN, FLT_MAX,  -FLT_MAX,  1e10f, -1e10f, 1.0001e10f, -1.0001e10f,
-                        1e-20f,       -1e-20f,       9.0f,     -9.0f,     88.0f, -88.0f, 100.0f,     -100.0f,
+    float specials[] = {0.0f,         -0.0f,         INFINITY, -INFINITY, NAN,    -NAN,   FLT_MIN,    -FLT_MIN,
+                        FLT_TRUE_MIN, -FLT_TRUE_MIN, FLT_MAX,  -FLT_MAX,  1e10f,  -1e10f, 1.0001e10f, -1.0001e10f,
+                        1e-20f,       -1e-20f,       9.0f,     -9.0f,     88.0f,  -88.0f, 100.0f,     -100.0f,
                         -0.7517916f,  -0.75f,        -13.0f,   -14.0f,    -14.5f, -15.0f, -15.5f,     15.5f};
     int count = (int)(sizeof specials / sizeof specials[0]);
     if (n + count > BLOCK) {
@@ -553,8 +553,8 @@ static void test_erf_measure_rejects(void)
     double scale;
     float d = (float)ref_gelu_erf_derivative(1.0, &scale);
     CHECK(fn_error(FN_DGELU_ERF, 1.0f, d, &rel) <= 0.5 &&
-              fn_error(FN_DGELU_ERF, 1.0f, nextafterf(nextafterf(nextafterf(nextafterf(nextafterf(d, 2.0f), 2.0f),
-                                                                         2.0f), 2.0f), 2.0f),
+              fn_error(FN_DGELU_ERF, 1.0f,
+                       nextafterf(nextafterf(nextafterf(nextafterf(nextafterf(d, 2.0f), 2.0f), 2.0f), 2.0f), 2.0f),
                        &rel) > ERF_MAX_ULP,
           "self-check: gelu_erf'(1) exact passes, 5 ulp off is rejected");
 }

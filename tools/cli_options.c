@@ -21,10 +21,10 @@
 
 /* How an option's value is read. */
 typedef enum cli_value_kind {
-    CLI_VALUE_FLAG,  /* no value */
-    CLI_VALUE_INT,   /* a decimal integer in [min, max] */
-    CLI_VALUE_TEXT,  /* any non-empty string */
-    CLI_VALUE_DTYPE, /* f32, f16 or bf16 */
+    CLI_VALUE_FLAG,   /* no value */
+    CLI_VALUE_INT,    /* a decimal integer in [min, max] */
+    CLI_VALUE_TEXT,   /* any non-empty string */
+    CLI_VALUE_DTYPE,  /* f32, f16 or bf16 */
     CLI_VALUE_DEVICE, /* cpu or reference (bench and explain also take cuda) */
     CLI_VALUE_GELU    /* tanh or erf */
 } cli_value_kind;

@@ -195,9 +195,8 @@ static inline vd vf_widen_hi(vf a)
 /* The lanes of lo then hi, each rounded to float. */
 static inline vf vd_narrow(vd lo, vd hi)
 {
-    return _mm512_castpd_ps(
-        _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps(lo))),
-                           _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps(lo))),
+                                               _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
 }
 
 #include "cpu/kernels/store_avx512.h"

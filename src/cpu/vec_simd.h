@@ -107,13 +107,14 @@ static inline vf vec_gelu_derivative(vf x)
  *  - a < 0.75: Phi(x) = 1/2 + x P(x^2) and gelu_erf'(x) = 1/2 + x D(x^2), degree-5 polynomials
  *    (no cancellation: Phi >= 0.22 there), gelu = x Phi;
  *  - a >= 0.75 (clamped at 15): Phi(-a) = E(a) M(a) with E(a) = exp(-a^2 / 2) and
- *    M(a) = Phi(-a) exp(a^2 / 2), 1 / sqrt(2 pi) times Mills' ratio (A&S 26.2.12-26.2.15): smooth,
+ *    M(a) = Phi(-a) exp(a^2 / 2), 1 / sqrt(2 pi) times Mills' ratio (Abramowitz & Stegun ch. 26): smooth,
  *    ~ 1 / (a sqrt(2 pi)) for large a, and free of the exponential, so Phi(-a) keeps its relative
  *    accuracy however small, while Phi(a) = 1 - E M has no cancellation (E M <= Phi(-0.75) =
  *    0.23). Then gelu(-a) = -(a M) E, gelu(a) = a (1 - E M), and gelu'(x) = s or 1 - s (x < 0 or
  *    not) with s = E (M - a / sqrt(2 pi)).
  * M is a rational function P5(a) / Q6(a) with positive coefficients (the form of W. J. Cody's erfc
- * approximations, Math. Comp. 23 (1969) 631-637), evaluated in double and rounded once: in fp32 its
+ * approximations, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969)
+ * 631-637; the coefficients are not his), evaluated in double and rounded once: in fp32 its
  * Horner steps and division alone cost up to ~6 ulp. E is exp of the exact a^2 (a^2 = hi + lo, lo
  * from an fma), as exp(-hi / 2) (1 - lo / 2), and scaled by 2^64 until the end so that it is never
  * subnormal (an fp32 a^2 alone would be off by up to ~100 ulp relative in E at a = 14). Beyond
@@ -190,7 +191,7 @@ static inline vf vec_exp_half_square_2p64(vf a)
 /* gelu_erf(x) = x Phi(x); gelu_erf(+Inf) = +Inf, gelu_erf(-Inf) = -0, NaN stays NaN. */
 static inline vf vec_gelu_erf(vf x)
 {
-    const vf two_m64 = vf_set(5.42101086e-20f); /* 2^-64 */
+    const vf two_m64 = vf_set(5.42101086e-20f);     /* 2^-64 */
     vf a = vf_min(vf_abs(x), vf_set(VEC_ERF_AMAX)); /* NaN becomes 15 here, restored below */
     vf m = vec_mills(vf_max(a, vf_set(VEC_ERF_CORE)));
     vf e = vec_exp_half_square_2p64(a);
