@@ -417,7 +417,7 @@ static int create_buffers(support_matmul_fixture *f)
     rc |= support_matrix_create(&f->b, c->b_dtype, c->k, c->n,
                                 operand_layout((l & SUPPORT_B_TRANSPOSED) != 0, in_pad, 5));
     rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, operand_layout(c_col, c_pad, 4));
-    if (c->activation == CVF_ACTIVATION_DGELU_TANH)
+    if (support_activation_reads_aux_in(c->activation))
         rc |= support_matrix_create(&f->aux_in, c->epilogue_in_dtype, c->m, c->n, operand_layout(c_col, in_pad, 2));
     if (c->aux_out)
         rc |= support_matrix_create(&f->aux_out, c->epilogue_out_dtype, c->m, c->n, operand_layout(c_col, c_pad, 6));
@@ -450,7 +450,7 @@ cvf_status support_matmul_create(support_matmul_fixture *f, const support_matmul
     support_matrix_fill(&f->b, &rng, -b, b);
     if (c->bias)
         support_vector_fill(&f->bias, &rng, -bias, bias);
-    if (c->activation == CVF_ACTIVATION_DGELU_TANH)
+    if (support_activation_reads_aux_in(c->activation))
         support_matrix_fill(&f->aux_in, &rng, -aux, aux);
     return CVF_STATUS_SUCCESS;
 }
@@ -470,7 +470,7 @@ static int save_inputs(support_matmul_fixture *f)
     int rc = support_buffer_save(&f->a.buffer) | support_buffer_save(&f->b.buffer);
     if (f->spec.bias)
         rc |= support_buffer_save(&f->bias.buffer);
-    if (f->spec.activation == CVF_ACTIVATION_DGELU_TANH)
+    if (support_activation_reads_aux_in(f->spec.activation))
         rc |= support_buffer_save(&f->aux_in.buffer);
     return rc;
 }
@@ -478,7 +478,7 @@ static int save_inputs(support_matmul_fixture *f)
 cvf_status support_matmul_reference(support_matmul_fixture *f, cvf_context *reference)
 {
     const support_matmul_case *c = &f->spec;
-    bool dgelu = c->activation == CVF_ACTIVATION_DGELU_TANH;
+    bool dgelu = support_activation_reads_aux_in(c->activation);
     cvf_matrix a = {0}, b = {0}, aux_in = {0};
     cvf_vector bias = {0};
     cvf_status status = CVF_STATUS_OUT_OF_MEMORY;
@@ -511,7 +511,7 @@ void support_matmul_epilogue(const support_matmul_fixture *f, cvf_epilogue *ep)
     const support_matmul_case *c = &f->spec;
     ep->activation = c->activation;
     ep->bias = c->bias ? &f->bias.view : NULL;
-    ep->aux_in = c->activation == CVF_ACTIVATION_DGELU_TANH ? &f->aux_in.view : NULL;
+    ep->aux_in = support_activation_reads_aux_in(c->activation) ? &f->aux_in.view : NULL;
     ep->aux_out = c->aux_out ? &f->aux_out.view : NULL;
     ep->bias_grad = c->bias_grad ? &f->bias_grad.view : NULL;
 }
@@ -548,7 +548,7 @@ bool support_matmul_check(const support_matmul_fixture *f, const char *run_label
     ok &= check_input(label, "B", &f->b.buffer);
     if (c->bias)
         ok &= check_input(label, "bias", &f->bias.buffer);
-    if (c->activation == CVF_ACTIVATION_DGELU_TANH)
+    if (support_activation_reads_aux_in(c->activation))
         ok &= check_input(label, "aux_in", &f->aux_in.buffer);
     return ok;
 }
@@ -587,6 +587,17 @@ bool support_matmul_compare(const support_matmul_case *c, cvf_context *ctx, cvf_
     return ok;
 }
 
+bool support_activation_reads_aux_in(cvf_activation activation)
+{
+    return activation == CVF_ACTIVATION_DGELU_TANH || activation == CVF_ACTIVATION_DGELU_ERF;
+}
+
+bool support_activation_is_gelu(cvf_activation activation)
+{
+    return activation == CVF_ACTIVATION_GELU_TANH || activation == CVF_ACTIVATION_DGELU_TANH ||
+           activation == CVF_ACTIVATION_GELU_ERF || activation == CVF_ACTIVATION_DGELU_ERF;
+}
+
 double support_gelu_a_range(int64_t k)
 {
     if (k <= 0)
@@ -610,11 +621,15 @@ support_matmul_case support_make_matmul_case(int64_t m, int64_t n, int64_t k, co
     c.epilogue_in_dtype = d->epilogue_in;
     c.epilogue_out_dtype = d->epilogue_out;
     c.activation = (cvf_activation)(epilogue & 3);
+    if ((epilogue & SUPPORT_EPILOGUE_ERF) && c.activation == CVF_ACTIVATION_GELU_TANH)
+        c.activation = CVF_ACTIVATION_GELU_ERF;
+    if ((epilogue & SUPPORT_EPILOGUE_ERF) && c.activation == CVF_ACTIVATION_DGELU_TANH)
+        c.activation = CVF_ACTIVATION_DGELU_ERF;
     c.bias = (epilogue >> 2) & 1;
     c.aux_out = (epilogue >> 3) & 1;
     c.bias_grad = (epilogue >> 4) & 1;
     c.layout = layout;
-    if (c.activation == CVF_ACTIVATION_GELU_TANH || c.activation == CVF_ACTIVATION_DGELU_TANH) {
+    if (support_activation_is_gelu(c.activation)) {
         c.a_range = support_gelu_a_range(k);
         c.bias_range = 2.0;
     }

@@ -181,8 +181,18 @@ typedef struct support_dtype_combo {
  * and beyond. */
 double support_gelu_a_range(int64_t k);
 
+/* Epilogue index bit 5: the exact (erf) GELU instead of the tanh one, i.e. activation GELU_TANH
+ * becomes GELU_ERF and DGELU_TANH becomes DGELU_ERF (NONE and RELU are unchanged). */
+#define SUPPORT_EPILOGUE_ERF 32
+
+/* Whether the activation reads aux_in (DGELU_TANH, DGELU_ERF). */
+bool support_activation_reads_aux_in(cvf_activation activation);
+
+/* Whether the activation is one of the GELUs or their derivatives. */
+bool support_activation_is_gelu(cvf_activation activation);
+
 /* Builds a matmul case from a dtype combination, an epilogue index (bits 0-1 activation, 2 bias,
- * 3 aux_out, 4 bias_grad) and layout flags. */
+ * 3 aux_out, 4 bias_grad, 5 SUPPORT_EPILOGUE_ERF) and layout flags. */
 support_matmul_case support_make_matmul_case(int64_t m, int64_t n, int64_t k, const support_dtype_combo *d,
                                              int epilogue, unsigned layout, uint64_t seed);
 

@@ -182,6 +182,8 @@ test_usage_errors() {
         matmul-relu --device tpu
     expect_usage "bench --device bad" bench "--device: 'tpu' is not one of cpu, reference, cuda" bench --device tpu
     expect_usage "explain --device bad" explain "--device: 'tpu' is not one of cpu, reference, cuda" explain --device tpu
+    expect_usage "--gelu bad" mlp-forward "--gelu: 'exact' is not one of tanh, erf" mlp-forward --gelu exact
+    expect_usage "--gelu on gemm" gemm "option '--gelu' does not apply to this command" gemm --gelu erf
     expect_usage "bench --suite bad" bench "--suite: 'gpu' is not one of cpu" bench --suite gpu
     expect_usage "bench --suite with --op" bench "--op does not apply to --suite" bench --suite cpu --op gemm
     expect_usage "bench --suite with a shape" bench "--m does not apply to --suite" bench --suite cpu --m 4
@@ -242,6 +244,17 @@ test_json() {
     expect_rc 0 "mlp-backward --json"
     expect_true "mlp-backward --json keys (no check)" json_lines op device dtype shape threads ms gflops
     expect_has '"shape":{"S":13,"H":24,"I":40}' "$OUT" "mlp-backward --json shape"
+    run mlp-forward "${MLP[@]}" --json --check --dtype bf16
+    expect_true "mlp-forward --json --check keys" json_lines op device dtype shape threads ms gflops rel_err ok
+    # the exact GELU: checked runs pass, and its gelu_output differs from the tanh GELU's
+    run mlp-forward "${MLP[@]}" --gelu erf --check --outputs "$TMP/gelu_erf"
+    expect_rc 0 "mlp-forward --gelu erf --check"
+    run mlp-backward "${MLP[@]}" --gelu=erf --check --dtype f16
+    expect_rc 0 "mlp-backward --gelu erf --check"
+    run mlp-forward "${MLP[@]}" --gelu tanh --outputs "$TMP/gelu_tanh"
+    if cmp -s "$TMP/gelu_erf/gelu_output.npy" "$TMP/gelu_tanh/gelu_output.npy"; then
+        fail "mlp-forward --gelu erf wrote the same gelu_output as --gelu tanh"
+    else pass; fi
     run mlp-forward "${MLP[@]}" --json --check --dtype bf16
     expect_true "mlp-forward --json --check keys" json_lines op device dtype shape threads ms gflops rel_err ok
     expect_has '"gelu_output":' "$OUT" "mlp-forward rel_err names gelu_output"

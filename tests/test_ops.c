@@ -50,8 +50,19 @@ static const support_dtype_combo combos[] = {
 };
 #define HOMOGENEOUS_COMBOS 3
 
-/* Epilogue index bits: activation in bits 0-1, then bias, aux_out, bias_grad. */
-#define EPILOGUE_COUNT 32
+/* Epilogue index bits: activation in bits 0-1, then bias, aux_out, bias_grad, and
+ * SUPPORT_EPILOGUE_ERF (the exact GELU for the two GELU activations). EPILOGUE_COUNT enumerates the
+ * 32 tanh-GELU / ReLU / none epilogues, then the 16 with GELU_ERF or DGELU_ERF (epilogue_index). */
+#define EPILOGUE_COUNT 48
+
+/* The epilogue index (support_make_matmul_case) of epilogue number i, i in [0, EPILOGUE_COUNT). */
+static int epilogue_index(int i)
+{
+    if (i < 32)
+        return i;
+    int j = i - 32; /* activation GELU (2) or DGELU (3), then the three extras */
+    return SUPPORT_EPILOGUE_ERF | (2 + (j & 1)) | ((j >> 1) << 2);
+}
 
 /* The layouts every epilogue and dtype combination runs with. */
 static const unsigned layouts[] = {
@@ -210,6 +221,23 @@ static void test_known_answers(const contexts *cx)
         small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu);
         expect_near("3 * gelu_tanh'(-0.5)", name, y, 3.0 * 0.13263009646535764, 1e-6);
 
+        /* the exact GELU (values from mpmath's ncdf / npdf at 30 digits) */
+        float minus_six = -6.0f;
+        cvf_epilogue gelu_erf = {CVF_ACTIVATION_GELU_ERF, NULL, NULL, NULL, NULL};
+        small_matmul(devices[d], &one, &one, &y, 1, 1, 1, &gelu_erf);
+        expect_near("gelu_erf(1)", name, y, 0.84134474606854295, 1e-6);
+        small_matmul(devices[d], &minus_two, &one, &y, 1, 1, 1, &gelu_erf);
+        expect_near("gelu_erf(-2)", name, y, -0.045500263896358414, 1e-6);
+        small_matmul(devices[d], &minus_six, &one, &y, 1, 1, 1, &gelu_erf);
+        expect_near("gelu_erf(-6)", name, y, -5.9195258702261888e-9, 1e-6);
+        cvf_epilogue dgelu_erf = {CVF_ACTIVATION_DGELU_ERF, NULL, &mi, NULL, NULL};
+        aux_in = 1.0f;
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu_erf);
+        expect_near("3 * gelu_erf'(1)", name, y, 3.2499464117630589, 1e-6);
+        aux_in = -0.5f;
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu_erf);
+        expect_near("3 * gelu_erf'(-0.5)", name, y, 0.39751462603151147, 1e-6);
+
         float k0_bias[3] = {-1.0f, 2.0f, -0.0f}, k0_c[9], k0_grad[3];
         cvf_vector kb = cvf_vector_dense(k0_bias, CVF_F32, 3), kg = cvf_vector_dense(k0_grad, CVF_F32, 3);
         cvf_epilogue k0 = {CVF_ACTIVATION_RELU, &kb, NULL, NULL, &kg};
@@ -234,7 +262,8 @@ static void test_epilogue_cross_product(const contexts *cx)
     for (size_t d = 0; d < ARRAY_SIZE(combos); d++)
         for (int e = 0; e < EPILOGUE_COUNT; e++)
             for (size_t l = 0; l < ARRAY_SIZE(layouts); l++) {
-                support_matmul_case c = support_make_matmul_case(19, 37, 45, &combos[d], e, layouts[l], seed++);
+                support_matmul_case c =
+                    support_make_matmul_case(19, 37, 45, &combos[d], epilogue_index(e), layouts[l], seed++);
                 run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
             }
 }
@@ -255,7 +284,7 @@ static void test_shape_sweep(const contexts *cx)
             if (sweep_sizes[i] * sweep_sizes[j] * k > 128 * 128 * 129) /* keep the sanitizer run short */
                 k = sweep_sizes[(i + j) % 6];
             const support_dtype_combo *d = &combos[index % ARRAY_SIZE(combos)];
-            int epilogue = (index * 7 + 3) % EPILOGUE_COUNT;
+            int epilogue = epilogue_index((index * 7 + 3) % EPILOGUE_COUNT);
             unsigned layout = layouts[(index * 3 + index / 8) % ARRAY_SIZE(layouts)];
             support_matmul_case c = support_make_matmul_case(sweep_sizes[i], sweep_sizes[j], k, d, epilogue, layout, seed++);
             run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
@@ -273,8 +302,8 @@ static void test_degenerate_shapes(const contexts *cx)
         for (int d = 0; d < HOMOGENEOUS_COMBOS; d++)
             for (int e = 0; e < EPILOGUE_COUNT; e++) {
                 unsigned layout = layouts[(size_t)(e + d) % ARRAY_SIZE(layouts)];
-                support_matmul_case c =
-                    support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d], e, layout, seed++);
+                support_matmul_case c = support_make_matmul_case(shapes[s][0], shapes[s][1], shapes[s][2], &combos[d],
+                                                                 epilogue_index(e), layout, seed++);
                 run_matmul_case(cx, &c, CPU_DEFAULT_VARIANTS);
             }
 }
@@ -314,6 +343,9 @@ static void test_large_shapes(const contexts *cx)
         {130, 1, 1000, 3, 3 | 4 | 16, SUPPORT_C_PADDED | SUPPORT_VECTORS_STRIDED},   /* N = 1, dgelu */
         {1, 300, 700, 4, 1 | 4, SUPPORT_INPUTS_PADDED},                              /* M = 1 */
         {200, 129, 257, 5, 2 | 4 | 16, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED}, /* mixed, gelu */
+        {300, 200, 500, 0, SUPPORT_EPILOGUE_ERF | 2 | 4 | 8 | 16, SUPPORT_C_PADDED}, /* f32 gelu_erf, all extras */
+        {257, 130, 300, 2, SUPPORT_EPILOGUE_ERF | 3 | 4 | 16, SUPPORT_B_TRANSPOSED}, /* bf16 dgelu_erf */
+        {131, 255, 129, 3, SUPPORT_EPILOGUE_ERF | 3 | 8, SUPPORT_C_COLUMN_MAJOR},    /* f16 -> f32 dgelu_erf */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
@@ -542,6 +574,15 @@ static void test_nan_inf(const contexts *cx)
         run_nan_case(cx, &r, inject_nan_in_bias, 6, true);
         support_matmul_case z = support_make_matmul_case(20, 11, 0, &combos[d], 1 | 4 | 16, 0, 50300 + (uint64_t)d);
         run_nan_case(cx, &z, inject_nan_in_bias, 6, true); /* K = 0: relu(NaN bias) */
+        support_matmul_case ge = support_make_matmul_case(33, 9, 17, &combos[d], SUPPORT_EPILOGUE_ERF | 2 | 4 | 16,
+                                                          SUPPORT_B_TRANSPOSED, 50500 + (uint64_t)d);
+        run_nan_case(cx, &ge, inject_nan_in_b, 5, true);
+        support_matmul_case de = support_make_matmul_case(20, 11, 5, &combos[d], SUPPORT_EPILOGUE_ERF | 3 | 4 | 8 | 16,
+                                                          SUPPORT_C_COLUMN_MAJOR, 50600 + (uint64_t)d);
+        run_nan_case(cx, &de, inject_nan_in_bias, 6, true);
+        support_matmul_case gr = support_make_matmul_case(33, 9, 17, &combos[d], SUPPORT_EPILOGUE_ERF | 2 | 4 | 8,
+                                                          SUPPORT_A_TRANSPOSED, 50700 + (uint64_t)d);
+        run_nan_case(cx, &gr, inject_nan_in_a, 2, false);
 
         /* infinities: with ReLU compared against the reference; with GELU only "no crash" */
         support_matmul_case inf = support_make_matmul_case(5, 67, 4, &combos[d], 1, 0, 50400 + (uint64_t)d);
@@ -549,12 +590,16 @@ static void test_nan_inf(const contexts *cx)
         if (f) {
             for (int t = 0; t < CPU_DEFAULT_VARIANTS; t++)
                 run_and_check(f, cx->cpu[t], t ? "cpu threads=2" : "cpu threads=1", t == 0);
-            f->spec.activation = CVF_ACTIVATION_GELU_TANH;
-            cvf_status status = support_matmul_run(f, cx->cpu[1]);
-            CHECK(status == CVF_STATUS_SUCCESS, "%s with gelu_tanh and infinities: %s", f->label,
-                  cvf_status_string(status));
-            CHECK(support_count_poisoned_in_view(&f->c) == 0 && support_outside_view_intact(&f->c),
-                  "%s with gelu_tanh and infinities: C not fully written or written outside", f->label);
+            static const cvf_activation gelus[2] = {CVF_ACTIVATION_GELU_TANH, CVF_ACTIVATION_GELU_ERF};
+            for (int v = 0; v < 2; v++) {
+                f->spec.activation = gelus[v];
+                cvf_status status = support_matmul_run(f, cx->cpu[1]);
+                const char *act = cvf_activation_name(gelus[v]);
+                CHECK(status == CVF_STATUS_SUCCESS, "%s with %s and infinities: %s", f->label, act,
+                      cvf_status_string(status));
+                CHECK(support_count_poisoned_in_view(&f->c) == 0 && support_outside_view_intact(&f->c),
+                      "%s with %s and infinities: C not fully written or written outside", f->label, act);
+            }
             support_matmul_teardown(f);
             free(f);
         }
@@ -583,6 +628,26 @@ static void inject_dgelu_tail(support_matmul_fixture *f)
             cvft_matrix_set(aux, i, j, -3.0 - 2.0 * (double)(i * aux->cols + j) / (double)(aux->rows * aux->cols));
 }
 
+/* Sets A[i][0] = -3 - i and B[0][j] = 1 + j/80 (k = 1 in the f32 case: exact products):
+ * pre-activations from -3 down to about -14.7, where gelu_erf(x) = x Phi(x) falls from 4e-3 to
+ * 1e-47, through the fp32 subnormals to 0: Phi must be computed without 1 + erf(x / sqrt 2). */
+static void inject_gelu_erf_tail(support_matmul_fixture *f)
+{
+    for (int64_t i = 0; i < f->a.view.rows; i++)
+        cvft_matrix_set(&f->a.view, i, 0, -3.0 - (double)i);
+    for (int64_t j = 0; j < f->b.view.cols; j++)
+        cvft_matrix_set(&f->b.view, 0, j, 1.0 + (double)j / 80.0);
+}
+
+/* Sets aux_in to values spread over [-12, -3): gelu_erf'(x) = Phi(x) + x phi(x) is tiny there. */
+static void inject_dgelu_erf_tail(support_matmul_fixture *f)
+{
+    const cvf_matrix *aux = &f->aux_in.view;
+    for (int64_t i = 0; i < aux->rows; i++)
+        for (int64_t j = 0; j < aux->cols; j++)
+            cvft_matrix_set(aux, i, j, -3.0 - 9.0 * (double)(i * aux->cols + j) / (double)(aux->rows * aux->cols));
+}
+
 /* Runs a case whose inputs inject prepares on the default CPU contexts with the usual checks. */
 static void run_injected_case(const contexts *cx, const support_matmul_case *c,
                               void (*inject)(support_matmul_fixture *))
@@ -607,6 +672,12 @@ static void test_gelu_tails(const contexts *cx)
         support_matmul_case dg =
             support_make_matmul_case(8, 40, 3, &combos[d], CVF_ACTIVATION_DGELU_TANH | 16, 0, 55100 + (uint64_t)d);
         run_injected_case(cx, &dg, inject_dgelu_tail);
+        support_matmul_case ge =
+            support_make_matmul_case(12, 40, 1, &combos[d], SUPPORT_EPILOGUE_ERF | 2, 0, 55200 + (uint64_t)d);
+        run_injected_case(cx, &ge, inject_gelu_erf_tail);
+        support_matmul_case de =
+            support_make_matmul_case(8, 40, 3, &combos[d], SUPPORT_EPILOGUE_ERF | 3 | 16, 0, 55300 + (uint64_t)d);
+        run_injected_case(cx, &de, inject_dgelu_erf_tail);
     }
 }
 
@@ -640,6 +711,7 @@ typedef struct tensor {
 typedef struct mlp_fixture {
     const tensor_spec *specs;
     int count;
+    cvf_gelu gelu; /* the GELU the calls ask for */
     tensor t[MLP_MAX_TENSORS];
     char label[160];
 } mlp_fixture;
@@ -677,12 +749,19 @@ typedef struct mlp_case {
     cvf_dtype dtype;
     bool strided;
     uint64_t seed;
+    cvf_gelu gelu; /* CVF_GELU_TANH (0) or CVF_GELU_ERF */
 } mlp_case;
 
 /* gelu_tanh in float64, to build consistent backward inputs. */
 static double gelu_tanh(double x)
 {
     return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
+
+/* gelu_erf = x Phi(x) in float64, likewise. */
+static double gelu_erf(double x)
+{
+    return 0.5 * x * erfc(-x * 0.70710678118654752);
 }
 
 /* Frees everything an MLP fixture holds. */
@@ -704,8 +783,10 @@ static int mlp_create(mlp_fixture *f, const mlp_case *c, const tensor_spec *spec
     memset(f, 0, sizeof *f);
     f->specs = specs;
     f->count = count;
-    snprintf(f->label, sizeof f->label, "%s S=%lld H=%lld I=%lld %s %s seed=%llu", op, (long long)c->s, (long long)c->h,
-             (long long)c->i, cvf_dtype_name(c->dtype), c->strided ? "strided" : "dense", (unsigned long long)c->seed);
+    f->gelu = c->gelu;
+    snprintf(f->label, sizeof f->label, "%s S=%lld H=%lld I=%lld %s %s gelu=%s seed=%llu", op, (long long)c->s,
+             (long long)c->h, (long long)c->i, cvf_dtype_name(c->dtype), c->strided ? "strided" : "dense",
+             c->gelu == CVF_GELU_ERF ? "erf" : "tanh", (unsigned long long)c->seed);
     int rc = 0;
     for (int n = 0; n < count; n++) {
         const tensor_spec *s = &specs[n];
@@ -770,6 +851,8 @@ static cvf_vector mlp_vector(const mlp_fixture *f, int n, bool f64)
 /* Fills the forward arguments from the fixture. */
 static void forward_args(const mlp_fixture *f, bool f64, cvf_mlp_forward_args *args)
 {
+    memset(args, 0, sizeof *args);
+    args->gelu = f->gelu;
     args->hidden_state = mlp_matrix(f, FW_X, f64);
     args->fc1_weight = mlp_matrix(f, FW_W1, f64);
     args->fc1_bias = mlp_vector(f, FW_B1, f64);
@@ -783,6 +866,8 @@ static void forward_args(const mlp_fixture *f, bool f64, cvf_mlp_forward_args *a
 /* Fills the backward arguments from the fixture. */
 static void backward_args(const mlp_fixture *f, bool f64, cvf_mlp_backward_args *args)
 {
+    memset(args, 0, sizeof *args);
+    args->gelu = f->gelu;
     args->grad_output = mlp_matrix(f, BW_GO, f64);
     args->hidden_state = mlp_matrix(f, BW_X, f64);
     args->fc1_weight = mlp_matrix(f, BW_W1, f64);
@@ -808,6 +893,96 @@ static cvf_status mlp_call(const mlp_fixture *f, cvf_context *ctx, bool backward
     cvf_mlp_forward_args args = {0};
     forward_args(f, f64, &args);
     return cvf_mlp_forward(ctx, &args);
+}
+
+/* The forward's answers composed from reference-device matmuls with the GELU epilogue of gelu,
+ * written into the output twins: an oracle that does not depend on the reference's MLP code. */
+static cvf_status mlp_compose_forward(const mlp_fixture *f, cvf_context *ref, cvf_gelu gelu)
+{
+    cvf_mlp_forward_args a;
+    forward_args(f, true, &a);
+    cvf_activation act = gelu == CVF_GELU_ERF ? CVF_ACTIVATION_GELU_ERF : CVF_ACTIVATION_GELU_TANH;
+    cvf_matrix w1t = cvf_matrix_transpose(a.fc1_weight), w2t = cvf_matrix_transpose(a.fc2_weight);
+    cvf_epilogue fc1 = {act, &a.fc1_bias, NULL, &a.fc1_output, NULL};
+    cvf_epilogue fc2 = {CVF_ACTIVATION_NONE, &a.fc2_bias, NULL, NULL, NULL};
+    cvf_status status = cvf_matmul(ref, &a.hidden_state, &w1t, &a.gelu_output, &fc1);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ref, &a.gelu_output, &w2t, &a.output, &fc2);
+    return status;
+}
+
+/* The backward's answers composed likewise (the seed's seven operations, GELU' fused into the
+ * grad_fc1_output product as K1 does). */
+static cvf_status mlp_compose_backward(const mlp_fixture *f, cvf_context *ref, cvf_gelu gelu)
+{
+    cvf_mlp_backward_args a;
+    backward_args(f, true, &a);
+    cvf_activation act = gelu == CVF_GELU_ERF ? CVF_ACTIVATION_DGELU_ERF : CVF_ACTIVATION_DGELU_TANH;
+    cvf_matrix g1 = {0}; /* grad_fc1_output */
+    if (cvft_matrix_alloc(CVF_F64, a.fc1_output.rows, a.fc1_output.cols, &g1) != 0)
+        return CVF_STATUS_OUT_OF_MEMORY;
+    cvf_matrix go_t = cvf_matrix_transpose(a.grad_output), g1_t = cvf_matrix_transpose(g1);
+    cvf_epilogue k1 = {act, NULL, &a.fc1_output, NULL, &a.grad_fc1_bias};
+    cvf_status status = cvf_column_sum(ref, &a.grad_output, &a.grad_fc2_bias);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ref, &go_t, &a.gelu_output, &a.grad_fc2_weight, NULL);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ref, &a.grad_output, &a.fc2_weight, &g1, &k1);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ref, &g1_t, &a.hidden_state, &a.grad_fc1_weight, NULL);
+    if (status == CVF_STATUS_SUCCESS)
+        status = cvf_matmul(ref, &g1, &a.fc1_weight, &a.grad_hidden_state, NULL);
+    free(g1.data);
+    return status;
+}
+
+/* The float64 answers (output twins) of a fixture, copied out: one array per tensor. */
+typedef struct mlp_answers {
+    double *values[MLP_MAX_TENSORS];
+    int64_t counts[MLP_MAX_TENSORS];
+} mlp_answers;
+
+/* Copies the output twins into *out (freed by mlp_answers_free). Returns 0 or -1. */
+static int mlp_answers_copy(const mlp_fixture *f, mlp_answers *out)
+{
+    memset(out, 0, sizeof *out);
+    for (int n = 0; n < f->count; n++) {
+        if (!f->specs[n].is_output)
+            continue;
+        const tensor *t = &f->t[n];
+        int64_t count = f->specs[n].is_vector ? t->v64.length : t->m64.rows * t->m64.cols;
+        const void *src = f->specs[n].is_vector ? t->v64.data : t->m64.data;
+        out->counts[n] = count;
+        out->values[n] = malloc((size_t)(count > 0 ? count : 1) * sizeof(double));
+        if (!out->values[n])
+            return -1;
+        if (count > 0)
+            memcpy(out->values[n], src, (size_t)count * sizeof(double));
+    }
+    return 0;
+}
+
+/* Frees copied answers. */
+static void mlp_answers_free(mlp_answers *a)
+{
+    for (int n = 0; n < MLP_MAX_TENSORS; n++)
+        free(a->values[n]);
+}
+
+/* The largest max|a - b| / max|b| over the output tensors of two sets of answers. */
+static double mlp_answers_distance(const mlp_answers *a, const mlp_answers *b)
+{
+    double worst = 0.0;
+    for (int n = 0; n < MLP_MAX_TENSORS; n++) {
+        double diff = 0.0, size = 0.0;
+        for (int64_t i = 0; i < a->counts[n]; i++) {
+            diff = fmax(diff, fabs(a->values[n][i] - b->values[n][i]));
+            size = fmax(size, fabs(b->values[n][i]));
+        }
+        if (a->counts[n] > 0)
+            worst = fmax(worst, size > 0.0 ? diff / size : diff);
+    }
+    return worst;
 }
 
 /* Checks every output and input of an MLP run; vector outputs (the bias gradients) must match
@@ -848,7 +1023,14 @@ static void mlp_poison_outputs(mlp_fixture *f)
  * contexts (threads 1, 2, and 2 again) with full checks. */
 static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
 {
-    cvf_status status = mlp_call(f, cx->reference, backward, true);
+    /* the reference's MLP for the tanh GELU; for the erf GELU the composition of reference matmuls
+     * (test_mlp_oracle checks the two agree where both apply) */
+    cvf_status status;
+    if (f->gelu == CVF_GELU_ERF)
+        status = backward ? mlp_compose_backward(f, cx->reference, CVF_GELU_ERF)
+                          : mlp_compose_forward(f, cx->reference, CVF_GELU_ERF);
+    else
+        status = mlp_call(f, cx->reference, backward, true);
     if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: reference returned %s: %s", f->label, cvf_status_string(status),
                cvf_context_last_error(cx->reference)))
         return;
@@ -882,7 +1064,7 @@ static void run_mlp_forward(const contexts *cx, const mlp_case *c)
 }
 
 /* The MLP backward: all five gradients against the reference. fc1_output covers [-4, 4) and
- * gelu_output is gelu_tanh of it, as a forward pass would have left them. */
+ * gelu_output is the case's GELU of it, as a forward pass would have left them. */
 static void run_mlp_backward(const contexts *cx, const mlp_case *c)
 {
     mlp_fixture *f = malloc(sizeof *f);
@@ -895,7 +1077,9 @@ static void run_mlp_backward(const contexts *cx, const mlp_case *c)
         support_matrix_fill(&f->t[BW_FC1].m, &rng, -4.0, 4.0);
         for (int64_t i = 0; i < fc1->rows; i++)
             for (int64_t j = 0; j < fc1->cols; j++)
-                cvft_matrix_set(gelu, i, j, gelu_tanh(cvft_matrix_get(fc1, i, j)));
+                cvft_matrix_set(gelu, i, j,
+                                c->gelu == CVF_GELU_ERF ? gelu_erf(cvft_matrix_get(fc1, i, j))
+                                                        : gelu_tanh(cvft_matrix_get(fc1, i, j)));
         if (CHECK(mlp_snapshot_inputs(f) == 0, "%s: out of memory", f->label))
             mlp_run_all(cx, f, true);
     }
@@ -918,10 +1102,90 @@ static void test_mlp(const contexts *cx)
             for (int strided = 0; strided < 2; strided++) {
                 if ((s == 0 || s >= 5) && strided && d != 1) /* the largest shapes: strided in f16 only */
                     continue;
-                mlp_case c = {shapes[s][0], shapes[s][1], shapes[s][2], dtypes[d], strided != 0, seed++};
+                mlp_case c = {shapes[s][0], shapes[s][1], shapes[s][2], dtypes[d], strided != 0, seed++, CVF_GELU_TANH};
                 run_mlp_forward(cx, &c);
                 run_mlp_backward(cx, &c);
             }
+}
+
+/* The MLP with the exact GELU (args.gelu = CVF_GELU_ERF) over the same kinds of shapes, every
+ * dtype, dense and strided; answers from composed reference matmuls (mlp_run_all). */
+static void test_mlp_erf(const contexts *cx)
+{
+    static const int64_t shapes[][3] = {{197, 64, 256}, {33, 48, 96}, {1, 8, 16}, {0, 8, 16}, {131, 67, 263}};
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
+    uint64_t seed = 61000;
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (size_t d = 0; d < ARRAY_SIZE(dtypes); d++)
+            for (int strided = 0; strided < 2; strided++) {
+                if ((s == 0 || s == 4) && strided && d != 1)
+                    continue;
+                mlp_case c = {shapes[s][0], shapes[s][1], shapes[s][2], dtypes[d], strided != 0, seed++, CVF_GELU_ERF};
+                run_mlp_forward(cx, &c);
+                run_mlp_backward(cx, &c);
+            }
+}
+
+/* Checks the composed oracle of one fixture: with the tanh GELU it must equal the reference's MLP
+ * (to float64 rounding), with the erf GELU it must differ from it by far more than the f32
+ * tolerance (so the erf cases would catch the tanh GELU), and the reference's own MLP asked for
+ * the erf GELU must match the erf composition. */
+static void check_mlp_oracle(const contexts *cx, mlp_fixture *f, bool backward)
+{
+    mlp_answers mlp = {0}, tanh_composed = {0}, erf_composed = {0}, erf_mlp = {0};
+    cvf_gelu asked = f->gelu;
+    f->gelu = CVF_GELU_TANH;
+    bool ok = mlp_call(f, cx->reference, backward, true) == CVF_STATUS_SUCCESS && mlp_answers_copy(f, &mlp) == 0;
+    ok = ok && (backward ? mlp_compose_backward(f, cx->reference, CVF_GELU_TANH)
+                         : mlp_compose_forward(f, cx->reference, CVF_GELU_TANH)) == CVF_STATUS_SUCCESS;
+    ok = ok && mlp_answers_copy(f, &tanh_composed) == 0;
+    ok = ok && (backward ? mlp_compose_backward(f, cx->reference, CVF_GELU_ERF)
+                         : mlp_compose_forward(f, cx->reference, CVF_GELU_ERF)) == CVF_STATUS_SUCCESS;
+    ok = ok && mlp_answers_copy(f, &erf_composed) == 0;
+    f->gelu = CVF_GELU_ERF;
+    ok = ok && mlp_call(f, cx->reference, backward, true) == CVF_STATUS_SUCCESS && mlp_answers_copy(f, &erf_mlp) == 0;
+    f->gelu = asked;
+    if (CHECK(ok, "%s: oracle runs failed", f->label)) {
+        double same = mlp_answers_distance(&tanh_composed, &mlp), apart = mlp_answers_distance(&erf_composed, &mlp);
+        double reference_erf = mlp_answers_distance(&erf_mlp, &erf_composed);
+        CHECK(same <= 1e-12, "%s: composed tanh answers differ from the reference MLP by %.3g", f->label, same);
+        CHECK(apart >= 4e-5, "%s: erf and tanh answers only %.3g apart: the erf cases could not tell them apart",
+              f->label, apart);
+        CHECK(reference_erf <= 1e-12,
+              "%s: the reference device's MLP with gelu = CVF_GELU_ERF is %.3g away from the composed erf answers "
+              "(does it honour args.gelu?)",
+              f->label, reference_erf);
+    }
+    mlp_answers_free(&mlp);
+    mlp_answers_free(&tanh_composed);
+    mlp_answers_free(&erf_composed);
+    mlp_answers_free(&erf_mlp);
+}
+
+/* The oracle of the erf MLP cases, forward and backward, on two shapes (see check_mlp_oracle). */
+static void test_mlp_oracle(const contexts *cx)
+{
+    static const int64_t shapes[][3] = {{33, 48, 96}, {65, 24, 40}};
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (int backward = 0; backward < 2; backward++) {
+            mlp_fixture *f = malloc(sizeof *f);
+            if (!CHECK(f != NULL, "out of memory"))
+                return;
+            mlp_case c = {shapes[s][0], shapes[s][1], shapes[s][2], CVF_F32, false, 62000 + s, CVF_GELU_ERF};
+            cvft_rng rng = cvft_rng_make(c.seed);
+            const tensor_spec *specs = backward ? backward_specs : forward_specs;
+            int count = backward ? BW_COUNT : FW_COUNT;
+            if (CHECK(mlp_create(f, &c, specs, count, backward ? "mlp_backward" : "mlp_forward") == 0,
+                      "%s: out of memory", f->label)) {
+                mlp_fill_inputs(f, &rng);
+                if (backward)
+                    support_matrix_fill(&f->t[BW_FC1].m, &rng, -4.0, 4.0);
+                if (CHECK(mlp_snapshot_inputs(f) == 0, "%s: out of memory", f->label))
+                    check_mlp_oracle(cx, f, backward != 0);
+            }
+            mlp_teardown(f);
+            free(f);
+        }
 }
 
 /* ---- the MLP backward plan ----------------------------------------------------------------- */
@@ -1132,6 +1396,8 @@ int main(void)
     run_section("NaN and Inf", test_nan_inf, &cx);
     run_section("GELU tails", test_gelu_tails, &cx);
     run_section("MLP", test_mlp, &cx);
+    run_section("MLP oracle (erf)", test_mlp_oracle, &cx);
+    run_section("MLP gelu=erf", test_mlp_erf, &cx);
     run_section("MLP plan", test_plan, &cx);
     contexts_destroy(&cx);
     const char *where;

@@ -9,6 +9,11 @@
  *  - gelu and gelu' against a double evaluation of the same functions (the sigmoid form, which is
  *    the tanh formula without its cancellation), with an error bound scaled by the condition of
  *    the fp32 argument 2u (see gelu_bound); tails up to 1e30, infinities, NaN;
+ *  - the exact GELU gelu_erf(x) = x Phi(x) in ulp of the true fp32 value (subnormal results in
+ *    units of the smallest subnormal), and gelu_erf'(x) = Phi(x) + x phi(x) in ulp of the size of
+ *    its two terms (its zero near x = -0.75 cancels whatever the method), both against long double
+ *    erfcl / expl: bounds ERF_MAX_ULP, over the same sweep; a self-check shows the measure rejects
+ *    wrong values (a few ulp off, the tanh GELU, a flushed tail);
  *  - relu (x < 0 ? 0 : x, bitwise), add and accumulate exact;
  *  - every level within the bounds of the generic level.
  * The largest errors seen are printed per level.
@@ -30,6 +35,8 @@
 #define TANH_MAX_ULP 3.0
 /* gelu, gelu': the most error allowed, in units of gelu_bound's scale. */
 #define GELU_MAX_RATIO 4.0
+/* gelu_erf, gelu_erf': the most error allowed, in ulp (see erf_error). */
+#define ERF_MAX_ULP 4.0
 /* Mismatches printed per check before only counting. */
 #define MAX_EXAMPLES 5
 /* Random binary32 patterns per conversion / per function. */
@@ -233,6 +240,51 @@ static double gelu_bound(double x, double scale)
 }
 
 /* The error of got against want in ulp of want's binade (binary32, subnormals included). */
+static double ulp_error(float got, double want);
+
+/* Phi(x) = 0.5 erfc(-x / sqrt 2) in long double (x87 extended on x86: 11 more bits than double). */
+static long double ref_phi(long double x)
+{
+    return 0.5L * erfcl(-x * 0.707106781186547524400844362104849039L);
+}
+
+/* gelu_erf(x) = x Phi(x) in long double; -0 at -Inf (the limit), +Inf at +Inf. */
+static double ref_gelu_erf(double x)
+{
+    if (isinf(x))
+        return x > 0 ? x : -0.0;
+    return (double)((long double)x * ref_phi((long double)x));
+}
+
+/* gelu_erf'(x) = Phi(x) + x phi(x) in long double; *scale gets |Phi(x)| + |x phi(x)|, the size of
+ * the rounding errors near its zero. 1 / 0 at +-Inf. */
+static double ref_gelu_erf_derivative(double x, double *scale)
+{
+    if (isinf(x)) {
+        *scale = 1.0;
+        return x > 0 ? 1.0 : 0.0;
+    }
+    long double z = (long double)x, phi = z * expl(-0.5L * z * z) * 0.398942280401432677939946059934381868L;
+    long double cdf = ref_phi(z);
+    *scale = (double)(fabsl(cdf) + fabsl(phi));
+    return (double)(cdf + phi);
+}
+
+/* The error of got against want in ulp of the binary32 binade of scale (>= |want|): ulp_error for
+ * scale = |want|; NaN only matches NaN, infinities only themselves. */
+static double erf_error(float got, double want, double scale)
+{
+    if (isnan(want) || isnan(got))
+        return isnan(want) && isnan(got) ? 0.0 : INFINITY;
+    if (isinf(want) || isinf(got))
+        return (double)got == want ? 0.0 : INFINITY;
+    int e;
+    frexp(scale, &e);
+    if (e < -125)
+        e = -125;
+    return fabs((double)got - want) / ldexp(1.0, e - 24);
+}
+
 static double ulp_error(float got, double want)
 {
     if (isnan(want) || isnan(got))
@@ -272,7 +324,24 @@ static void stats_add(error_stats *st, double error, float x, double rel, bool i
 /* ---- the function sweeps ------------------------------------------------------------------- */
 
 /* Which function a sweep checks. */
-typedef enum sweep_fn { FN_TANH, FN_GELU, FN_DGELU } sweep_fn;
+typedef enum sweep_fn { FN_TANH, FN_GELU, FN_DGELU, FN_GELU_ERF, FN_DGELU_ERF } sweep_fn;
+
+/* Whether fn is measured in ulp (tanh and the erf GELU) rather than in gelu_bound units. */
+static bool fn_in_ulp(sweep_fn fn)
+{
+    return fn == FN_TANH || fn == FN_GELU_ERF || fn == FN_DGELU_ERF;
+}
+
+/* The bound of fn's error measure. */
+static double fn_limit(sweep_fn fn)
+{
+    switch (fn) {
+    case FN_TANH: return TANH_MAX_ULP;
+    case FN_GELU_ERF:
+    case FN_DGELU_ERF: return ERF_MAX_ULP;
+    default: return GELU_MAX_RATIO;
+    }
+}
 
 /* Runs fn of ops on the block x[0..n) into y (gelu in place on a copy, dgelu with grad 1). */
 static void run_fn(const cvf_cpu_vec_ops *ops, sweep_fn fn, const float *x, float *y, int64_t n)
@@ -288,25 +357,39 @@ static void run_fn(const cvf_cpu_vec_ops *ops, sweep_fn fn, const float *x, floa
             y[i] = 1.0f;
         ops->activate(CVF_ACTIVATION_DGELU_TANH, y, x, n);
         break;
+    case FN_GELU_ERF:
+        memcpy(y, x, (size_t)n * sizeof(float));
+        ops->activate(CVF_ACTIVATION_GELU_ERF, y, NULL, n);
+        break;
+    case FN_DGELU_ERF:
+        for (int64_t i = 0; i < n; i++)
+            y[i] = 1.0f;
+        ops->activate(CVF_ACTIVATION_DGELU_ERF, y, x, n);
+        break;
     }
 }
 
-/* The error measure of fn's result got at x: ulp for tanh, bound ratio for gelu / gelu'. Sets
- * *rel to the relative error (-1 when the reference is below 1e-30 or not finite). */
+/* The error measure of fn's result got at x: ulp for tanh and the erf GELU (gelu_erf' in ulp of
+ * its terms' size), bound ratio for gelu / gelu'. Sets *rel to the relative error (-1 when the
+ * reference is below 1e-30 or not finite). */
 static double fn_error(sweep_fn fn, float x, float got, double *rel)
 {
-    double want, scale;
+    double want, scale = 0.0;
     switch (fn) {
     case FN_TANH: want = tanh((double)x); break;
     case FN_GELU:
         want = ref_gelu((double)x);
         scale = fabs(want);
         break;
+    case FN_GELU_ERF: want = ref_gelu_erf((double)x); break;
+    case FN_DGELU_ERF: want = ref_gelu_erf_derivative((double)x, &scale); break;
     default: want = ref_gelu_derivative((double)x, &scale); break;
     }
     *rel = (isfinite(want) && fabs(want) >= 1e-30) ? fabs((double)got - want) / fabs(want) : -1.0;
-    if (fn == FN_TANH)
+    if (fn == FN_TANH || fn == FN_GELU_ERF)
         return ulp_error(got, want);
+    if (fn == FN_DGELU_ERF)
+        return erf_error(got, want, scale);
     if (isnan(want) || isnan(got))
         return isnan(want) && isnan(got) ? 0.0 : INFINITY;
     if (isinf(want) || isinf(got))
@@ -322,7 +405,7 @@ static void check_block(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gener
     float y[BLOCK], g[BLOCK];
     run_fn(ops, fn, x, y, n);
     run_fn(generic, fn, x, g, n);
-    double limit = fn == FN_TANH ? TANH_MAX_ULP : GELU_MAX_RATIO;
+    double limit = fn_limit(fn);
     for (int64_t i = 0; i < n; i++) {
         double rel, generic_rel;
         double error = fn_error(fn, x[i], y[i], &rel);
@@ -345,7 +428,7 @@ static void check_block(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gener
  * subnormals and the special values; checks and prints the largest errors. */
 static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *generic, sweep_fn fn)
 {
-    static const char *const names[] = {"tanh", "gelu", "gelu'"};
+    static const char *const names[] = {"tanh", "gelu", "gelu'", "gelu_erf", "gelu_erf'"};
     error_stats st = {0}, versus = {0};
     float x[BLOCK];
     int64_t n = 0;
@@ -373,9 +456,10 @@ static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gen
             n = 0;
         }
     }
-    float specials[] = {0.0f,         -0.0f,         INFINITY, -INFINITY, NAN,   -NAN,   FLT_MIN,    -FLT_MIN,
-                        FLT_TRUE_MIN, -FLT_TRUE_MIN, FLT_MAX,  -FLT_MAX,  1e10f, -1e10f, 1.0001e10f, -1.0001e10f,
-                        1e-20f,       -1e-20f,       9.0f,     -9.0f,     88.0f, -88.0f, 100.0f,     -100.0f};
+    float specials[] = {0.0f,         -0.0f,         INFINITY, -INFINITY, NAN,    -NAN,   FLT_MIN,    -FLT_MIN,
+                        FLT_TRUE_MIN, -FLT_TRUE_MIN, FLT_MAX,  -FLT_MAX,  1e10f,  -1e10f, 1.0001e10f, -1.0001e10f,
+                        1e-20f,       -1e-20f,       9.0f,     -9.0f,     88.0f,  -88.0f, 100.0f,     -100.0f,
+                        -0.7517916f,  -0.75f,        -13.0f,   -14.0f,    -14.5f, -15.0f, -15.5f,     15.5f};
     int count = (int)(sizeof specials / sizeof specials[0]);
     if (n + count > BLOCK) {
         check_block(ops, generic, fn, x, n, &st, &versus);
@@ -384,16 +468,16 @@ static void test_function(const cvf_cpu_vec_ops *ops, const cvf_cpu_vec_ops *gen
     for (int i = 0; i < count; i++)
         x[n++] = specials[i];
     check_block(ops, generic, fn, x, n, &st, &versus);
-    double limit = fn == FN_TANH ? TANH_MAX_ULP : GELU_MAX_RATIO;
+    double limit = fn_limit(fn);
     CHECK(st.bad == 0, "%s %s: %lld of %lld values beyond the bound %g (worst %.3g at x=%.9g)", ops->name, names[fn],
           (long long)st.bad, (long long)st.count, limit, st.worst, (double)st.worst_x);
     CHECK(versus.bad == 0, "%s %s vs generic: %lld values apart by more than both bounds", ops->name, names[fn],
           (long long)versus.bad);
-    if (fn == FN_TANH)
-        printf("  %-12s %-6s max %.3f ulp (at x=%.9g); max rel error %.3g\n", ops->name, names[fn], st.worst,
-               (double)st.worst_x, st.worst_rel);
+    if (fn_in_ulp(fn))
+        printf("  %-12s %-9s max %.3f ulp (at x=%.9g); max rel error %.3g (results >= 1e-30)\n", ops->name, names[fn],
+               st.worst, (double)st.worst_x, st.worst_rel);
     else
-        printf("  %-12s %-6s max %.3f bound units (at x=%.9g); max rel error %.3g where 2u >= -8, %.3g overall "
+        printf("  %-12s %-9s max %.3f bound units (at x=%.9g); max rel error %.3g where 2u >= -8, %.3g overall "
                "(results >= 1e-30)\n",
                ops->name, names[fn], st.worst, (double)st.worst_x, st.worst_rel_u, st.worst_rel);
 }
@@ -426,6 +510,53 @@ static void test_gelu_specials(const cvf_cpu_vec_ops *ops)
     CHECK(y[0] == 2.0f && y[1] == 0.0f && isnan(y[2]) && y[3] == 0.0f && y[4] == 2.0f,
           "%s dgelu specials: %g %g %g %g %g", ops->name, (double)y[0], (double)y[1], (double)y[2], (double)y[3],
           (double)y[4]);
+}
+
+/* gelu_erf / gelu_erf' special values: gelu_erf(+Inf) = +Inf, gelu_erf(-Inf) = 0 (either sign),
+ * NaN stays NaN, gelu_erf(-1e30) = 0, gelu_erf(1e30) = 1e30, gelu_erf(-0) = -0; gelu_erf'(+-Inf) =
+ * 1 / 0, gelu_erf'(NaN) = NaN, gelu_erf'(0) = 1/2. */
+static void test_gelu_erf_specials(const cvf_cpu_vec_ops *ops)
+{
+    float x[7] = {INFINITY, -INFINITY, NAN, -1e30f, 1e30f, -0.0f, 0.0f};
+    float y[7];
+    memcpy(y, x, sizeof y);
+    ops->activate(CVF_ACTIVATION_GELU_ERF, y, NULL, 7);
+    CHECK(y[0] == INFINITY && y[1] == 0.0f && isnan(y[2]) && y[3] == 0.0f && y[4] == 1e30f &&
+              bits_of(y[5]) == 0x80000000u && bits_of(y[6]) == 0,
+          "%s gelu_erf specials: %g %g %g %g %g %g %g", ops->name, (double)y[0], (double)y[1], (double)y[2],
+          (double)y[3], (double)y[4], (double)y[5], (double)y[6]);
+    for (int i = 0; i < 7; i++)
+        y[i] = 2.0f;
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, y, x, 7);
+    CHECK(y[0] == 2.0f && y[1] == 0.0f && isnan(y[2]) && y[3] == 0.0f && y[4] == 2.0f && y[5] == 1.0f && y[6] == 1.0f,
+          "%s dgelu_erf specials: %g %g %g %g %g %g %g", ops->name, (double)y[0], (double)y[1], (double)y[2],
+          (double)y[3], (double)y[4], (double)y[5], (double)y[6]);
+}
+
+/* The error measures must be able to fail: a result a few ulp off, the tanh GELU in place of the
+ * erf one, a far tail flushed to zero or a NaN are each rejected, while the exact value passes. */
+static void test_erf_measure_rejects(void)
+{
+    double rel;
+    float x = -2.5f, want = (float)ref_gelu_erf((double)x);
+    float off = want;
+    for (int i = 0; i < 6; i++)
+        off = nextafterf(off, 0.0f);
+    CHECK(fn_error(FN_GELU_ERF, x, want, &rel) <= 0.5, "self-check: the rounded truth passes");
+    CHECK(fn_error(FN_GELU_ERF, x, off, &rel) > ERF_MAX_ULP, "self-check: 6 ulp off is rejected");
+    CHECK(fn_error(FN_GELU_ERF, x, (float)ref_gelu((double)x), &rel) > ERF_MAX_ULP,
+          "self-check: gelu_tanh in place of gelu_erf is rejected");
+    float far = -13.0f;
+    CHECK(fn_error(FN_GELU_ERF, far, 0.0f, &rel) > ERF_MAX_ULP, "self-check: a flushed tail (gelu_erf(-13) = 0)");
+    CHECK(fn_error(FN_DGELU_ERF, far, 0.0f, &rel) > ERF_MAX_ULP, "self-check: a flushed tail (gelu_erf'(-13) = 0)");
+    CHECK(fn_error(FN_DGELU_ERF, 1.0f, NAN, &rel) > ERF_MAX_ULP, "self-check: NaN for gelu_erf'(1)");
+    double scale;
+    float d = (float)ref_gelu_erf_derivative(1.0, &scale);
+    CHECK(fn_error(FN_DGELU_ERF, 1.0f, d, &rel) <= 0.5 &&
+              fn_error(FN_DGELU_ERF, 1.0f,
+                       nextafterf(nextafterf(nextafterf(nextafterf(nextafterf(d, 2.0f), 2.0f), 2.0f), 2.0f), 2.0f),
+                       &rel) > ERF_MAX_ULP,
+          "self-check: gelu_erf'(1) exact passes, 5 ulp off is rejected");
 }
 
 /* DGELU multiplies the gradient by gelu'(aux) with one rounding: x * (1 * gelu'(aux)) bit for
@@ -471,6 +602,18 @@ static void test_exact_ops(const cvf_cpu_vec_ops *ops)
         bad_acc += bits_of(y[i]) != bits_of(want) && !(isnan(y[i]) && isnan(want));
     }
     CHECK(bad_dgelu == 0, "%s dgelu: %lld results are not x * gelu'(aux)", ops->name, (long long)bad_dgelu);
+    int64_t bad_dgelu_erf = 0;
+    for (int i = 0; i < N; i++)
+        d[i] = 1.0f;
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, d, aux, N);
+    memcpy(y, x, N * sizeof(float));
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, y, aux, N);
+    for (int i = 0; i < N; i++) {
+        float want = x[i] * d[i];
+        bad_dgelu_erf += bits_of(y[i]) != bits_of(want) && !(isnan(y[i]) && isnan(want));
+    }
+    CHECK(bad_dgelu_erf == 0, "%s dgelu_erf: %lld results are not x * gelu_erf'(aux)", ops->name,
+          (long long)bad_dgelu_erf);
     CHECK(bad_relu == 0, "%s relu: %lld results are not x < 0 ? 0 : x", ops->name, (long long)bad_relu);
     CHECK(bad_add == 0, "%s add: %lld results differ", ops->name, (long long)bad_add);
     CHECK(bad_acc == 0, "%s accumulate: %lld results differ", ops->name, (long long)bad_acc);
@@ -485,7 +628,7 @@ static void test_exact_ops(const cvf_cpu_vec_ops *ops)
 /* Every operation on count elements, arrays ending at an inaccessible page (an access past the
  * end faults); results compared with the same elements of a long run. */
 static void test_fenced(const cvf_cpu_vec_ops *ops, int count, const float *values, const float *long_gelu,
-                        const float *long_tanh)
+                        const float *long_tanh, const float *long_erf)
 {
     fenced a, b, c, d;
     fenced_create(&a);
@@ -523,11 +666,15 @@ static void test_fenced(const cvf_cpu_vec_ops *ops, int count, const float *valu
     ops->activate(CVF_ACTIVATION_GELU_TANH, fa, NULL, count);
     ok &= memcmp(fa, long_gelu, fbytes) == 0;
     memcpy(fa, values, fbytes);
+    ops->activate(CVF_ACTIVATION_GELU_ERF, fa, NULL, count);
+    ok &= memcmp(fa, long_erf, fbytes) == 0;
+    memcpy(fa, values, fbytes);
     ops->tanh(fa, fb, count);
     ok &= memcmp(fb, long_tanh, fbytes) == 0;
     for (int i = 0; i < count; i++)
         fb[i] = 1.0f;
     ops->activate(CVF_ACTIVATION_DGELU_TANH, fb, fa, count);
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, fb, fa, count);
     ops->activate(CVF_ACTIVATION_RELU, fb, NULL, count);
     ops->add(fb, fa, count);
     ops->accumulate(fb, fa, count);
@@ -541,7 +688,7 @@ static void test_fenced(const cvf_cpu_vec_ops *ops, int count, const float *valu
 /* Every operation on count elements starting at element shift of ordinary buffers: the results
  * match a long run and the guard elements after the end (and before the start) do not change. */
 static void test_guards(const cvf_cpu_vec_ops *ops, int count, int shift, const float *values, const float *long_gelu,
-                        const float *long_tanh)
+                        const float *long_tanh, const float *long_erf)
 {
     enum { GUARD = 40, ROOM = 68 + 2 * GUARD + 8 };
     const uint32_t poison = 0x7FA5A5A5u;
@@ -566,12 +713,16 @@ static void test_guards(const cvf_cpu_vec_ops *ops, int count, int shift, const 
         }
     }
     memcpy(x, values, (size_t)count * sizeof(float));
+    ops->activate(CVF_ACTIVATION_GELU_ERF, x, NULL, count);
+    ok &= memcmp(x, long_erf, (size_t)count * sizeof(float)) == 0;
+    memcpy(x, values, (size_t)count * sizeof(float));
     ops->activate(CVF_ACTIVATION_GELU_TANH, x, NULL, count);
     ok &= memcmp(x, long_gelu, (size_t)count * sizeof(float)) == 0;
     memcpy(a, values, (size_t)count * sizeof(float));
     ops->tanh(a, y, count);
     ok &= memcmp(y, long_tanh, (size_t)count * sizeof(float)) == 0;
     ops->activate(CVF_ACTIVATION_DGELU_TANH, x, a, count);
+    ops->activate(CVF_ACTIVATION_DGELU_ERF, x, a, count);
     ops->activate(CVF_ACTIVATION_RELU, x, NULL, count);
     ops->add(x, a, count);
     ops->accumulate(y, a, count);
@@ -594,7 +745,7 @@ static void test_guards(const cvf_cpu_vec_ops *ops, int count, int shift, const 
 static void test_tails(const cvf_cpu_vec_ops *ops)
 {
     enum { MAXN = 68 };
-    float values[MAXN], long_gelu[MAXN], long_tanh[MAXN];
+    float values[MAXN], long_gelu[MAXN], long_tanh[MAXN], long_erf[MAXN];
     uint64_t rng = 0x7A11u;
     for (int i = 0; i < MAXN; i++) {
         uint64_t r = next_random(&rng);
@@ -602,11 +753,13 @@ static void test_tails(const cvf_cpu_vec_ops *ops)
     }
     memcpy(long_gelu, values, sizeof values);
     ops->activate(CVF_ACTIVATION_GELU_TANH, long_gelu, NULL, MAXN);
+    memcpy(long_erf, values, sizeof values);
+    ops->activate(CVF_ACTIVATION_GELU_ERF, long_erf, NULL, MAXN);
     ops->tanh(values, long_tanh, MAXN);
     for (int count = 0; count < MAXN; count++) {
-        test_fenced(ops, count, values, long_gelu, long_tanh);
+        test_fenced(ops, count, values, long_gelu, long_tanh, long_erf);
         for (int shift = 0; shift < 4; shift++)
-            test_guards(ops, count, shift, values, long_gelu, long_tanh);
+            test_guards(ops, count, shift, values, long_gelu, long_tanh, long_erf);
     }
 }
 
@@ -615,6 +768,7 @@ static void test_tails(const cvf_cpu_vec_ops *ops)
 int main(void)
 {
     const cvf_cpu_vec_ops *generic = cvf_cpu_vec_ops_for(CVF_CPU_ISA_GENERIC);
+    test_erf_measure_rejects();
     CHECK(cvf_cpu_vec_ops_active() == cvf_cpu_vec_ops_for(cvf_cpu_isa_active()), "active ops follow the active isa");
     for (int level = 0; level < CVF_CPU_ISA_COUNT; level++) {
         cvf_cpu_isa isa = (cvf_cpu_isa)level;
@@ -629,10 +783,13 @@ int main(void)
         test_tails(ops);
         test_tanh_specials(ops);
         test_gelu_specials(ops);
+        test_gelu_erf_specials(ops);
         test_exact_ops(ops);
         test_function(ops, generic, FN_TANH);
         test_function(ops, generic, FN_GELU);
         test_function(ops, generic, FN_DGELU);
+        test_function(ops, generic, FN_GELU_ERF);
+        test_function(ops, generic, FN_DGELU_ERF);
         fflush(stdout);
     }
     return test_report("test_vec");

@@ -66,6 +66,7 @@ typedef enum cli_opt {
     CLI_OPT_WARMUP,
     CLI_OPT_SUITE,
     CLI_OPT_JSON_OUT,
+    CLI_OPT_GELU,
     CLI_OPT_HELP,
     CLI_OPT_COUNT
 } cli_opt;
@@ -80,6 +81,7 @@ typedef struct cli_args {
     const char *text[CLI_OPT_COUNT]; /* values of the text options (--inputs, --outputs, --op) */
     cvf_dtype dtype;                 /* --dtype, when given */
     cvf_device device;               /* --device, CPU unless given */
+    cvf_gelu gelu;                   /* --gelu (the MLP ops), tanh unless given */
     int cuda;                        /* --device cuda (bench: device stays CPU, the CUDA bench runs;
                                         every other command: device is CVF_DEVICE_CUDA) */
 } cli_args;
@@ -153,6 +155,7 @@ typedef struct cli_op {
     /* Optional: generates consistent random inputs (allocated already) on ctx. Without it every
      * input is uniform in [-1, 1). Returns a CLI_EXIT_* code. */
     int (*generate)(cvf_context *ctx, cli_tensor_set *set, cvft_rng *rng);
+    int takes_gelu; /* 1: the op runs a GELU and takes --gelu (the MLP ops) */
 } cli_op;
 
 /* Returns the op named name, or NULL. */
@@ -194,6 +197,7 @@ struct cli_tensor_set {
     cvf_dtype dtype;
     int64_t dims[CLI_DIMS];
     cli_tensor tensors[CLI_MAX_TENSORS];
+    cvf_gelu gelu; /* the MLP ops' GELU (--gelu); cli_set_init makes it tanh */
 };
 
 /* Which tensors an operation applies to. */

@@ -55,6 +55,7 @@ static cvf_status run_mlp_forward(cvf_context *ctx, const cli_tensor_set *set)
         .fc1_output = *cli_set_matrix(set, FW_FC1_OUT),
         .gelu_output = *cli_set_matrix(set, FW_GELU_OUT),
         .output = *cli_set_matrix(set, FW_OUTPUT),
+        .gelu = set->gelu,
     };
     return cvf_mlp_forward(ctx, &args);
 }
@@ -74,6 +75,7 @@ static cvf_status run_mlp_backward(cvf_context *ctx, const cli_tensor_set *set)
         .grad_fc1_bias = cli_set_vector(set, BW_GRAD_FC1_B),
         .grad_fc2_weight = *cli_set_matrix(set, BW_GRAD_FC2_W),
         .grad_fc2_bias = cli_set_vector(set, BW_GRAD_FC2_B),
+        .gelu = set->gelu,
     };
     return cvf_mlp_backward(ctx, &args);
 }
@@ -142,7 +144,7 @@ static const cli_op MATMUL_RELU = {
 
 static const cli_op MLP_FORWARD = {
     .name = "mlp-forward",
-    .summary = "vision-MLP forward: fc1 + bias + GELU(tanh) fused, then fc2 + bias",
+    .summary = "vision-MLP forward: fc1 + bias + GELU (tanh, or erf with --gelu) fused, then fc2 + bias",
     .call = "cvf_mlp_forward",
     .inputs_help = "every input uniform in [-1, 1)",
     .dim_names = {"S", "H", "I"},
@@ -154,21 +156,23 @@ static const cli_op MLP_FORWARD = {
     .tensors = MLP_FORWARD_TENSORS,
     .run = run_mlp_forward,
     .generate = NULL,
+    .takes_gelu = 1,
 };
 
 /*
  * The saved tensors of a backward come from a forward: hidden_state, the weights and biases are
  * uniform in [-1, 1) except fc1_weight, uniform in [-3/sqrt(H), 3/sqrt(H)) so that fc1_output
  * has a standard deviation near 1.15 and spans about [-4, 4) (GELU's curved part); the forward
- * then runs on ctx to produce fc1_output and gelu_output = gelu_tanh(fc1_output) exactly as the
- * library computes them (on CUDA through device copies: cli_set_run), and grad_output is uniform
- * in [-1, 1).
+ * then runs on ctx to produce fc1_output and gelu_output = gelu(fc1_output) (set->gelu) exactly as
+ * the library computes them (on CUDA through device copies: cli_set_run), and grad_output is
+ * uniform in [-1, 1).
  */
 static int generate_mlp_backward(cvf_context *ctx, cli_tensor_set *set, cvft_rng *rng)
 {
     static const char *const taken[] = {"hidden_state", "fc1_weight", "fc2_weight", "fc1_output", "gelu_output"};
     cli_tensor_set fw;
     cli_set_init(&fw, &MLP_FORWARD, set->command, set->dtype, set->dims);
+    fw.gelu = set->gelu;
     int rc = cli_set_alloc(&fw, CLI_ALL);
     if (rc != CLI_EXIT_OK) {
         cli_set_free(&fw);
@@ -207,6 +211,7 @@ static const cli_op MLP_BACKWARD = {
     .tensors = MLP_BACKWARD_TENSORS,
     .run = run_mlp_backward,
     .generate = generate_mlp_backward,
+    .takes_gelu = 1,
 };
 
 /* Every op, in the order of the help texts and of bench. */

@@ -17,11 +17,12 @@
 
 /* How an option's value is read. */
 typedef enum cli_value_kind {
-    CLI_VALUE_FLAG,  /* no value */
-    CLI_VALUE_INT,   /* a decimal integer in [min, max] */
-    CLI_VALUE_TEXT,  /* any non-empty string */
-    CLI_VALUE_DTYPE, /* f32, f16 or bf16 */
-    CLI_VALUE_DEVICE /* cpu, cuda or reference */
+    CLI_VALUE_FLAG,   /* no value */
+    CLI_VALUE_INT,    /* a decimal integer in [min, max] */
+    CLI_VALUE_TEXT,   /* any non-empty string */
+    CLI_VALUE_DTYPE,  /* f32, f16 or bf16 */
+    CLI_VALUE_DEVICE, /* cpu, cuda or reference */
+    CLI_VALUE_GELU    /* tanh or erf */
 } cli_value_kind;
 
 /* One entry of the option table. */
@@ -61,6 +62,8 @@ static const cli_option_spec OPTIONS[CLI_OPT_COUNT] = {
                        "a fixed list of cases instead of --op and shapes: cpu (the CPU targets)", 0, 0},
     [CLI_OPT_JSON_OUT] = {"--json-out", NULL, CLI_VALUE_TEXT, "FILE",
                           "also write one JSON object per case to FILE (the table still goes to stdout)", 0, 0},
+    [CLI_OPT_GELU] = {"--gelu", NULL, CLI_VALUE_GELU, "G",
+                      "the MLP's GELU: tanh (the default) or erf (exact, torch.nn.GELU()'s default)", 0, 0},
     [CLI_OPT_HELP] = {"--help", "-h", CLI_VALUE_FLAG, NULL, "show this help and exit", 0, 0},
 };
 
@@ -203,6 +206,11 @@ static int store_value(const char *command, int opt, const char *value, cli_args
             return cli_usage_error(command, "%s: '%s' is not one of f32, f16, bf16", o->name, value);
         return CLI_EXIT_OK;
     case CLI_VALUE_DEVICE: return parse_device(command, o->name, value, args);
+    case CLI_VALUE_GELU:
+        if (strcmp(value, "tanh") != 0 && strcmp(value, "erf") != 0)
+            return cli_usage_error(command, "%s: '%s' is not one of tanh, erf", o->name, value);
+        args->gelu = strcmp(value, "erf") == 0 ? CVF_GELU_ERF : CVF_GELU_TANH;
+        return CLI_EXIT_OK;
     case CLI_VALUE_FLAG: break;
     }
     return cli_usage_error(command, "%s takes no value", o->name);

@@ -60,11 +60,13 @@ static int prepare_inputs(const cli_op *op, const cli_args *args, cvf_context *c
     cvf_dtype dtype = cli_given(args, CLI_OPT_DTYPE) ? args->dtype : op->default_dtype;
     if (cli_given(args, CLI_OPT_INPUTS)) {
         cli_set_init(set, op, op->name, dtype, NULL);
+        set->gelu = args->gelu;
         return cli_set_load(set, args->text[CLI_OPT_INPUTS], args);
     }
     int64_t dims[CLI_DIMS];
     cli_op_dims(op, args, dims);
     cli_set_init(set, op, op->name, dtype, dims);
+    set->gelu = args->gelu;
     return cli_set_random(set, ctx, (uint64_t)cli_num(args, CLI_OPT_SEED, CLI_DEFAULT_SEED));
 }
 
@@ -139,7 +141,7 @@ static int run_once(const cli_op *op, const cli_args *args, cvf_context *ctx, cl
 
 int cli_cmd_op(const cli_op *op, int argc, char **argv)
 {
-    uint32_t allowed = OP_OPTIONS | cli_op_dim_mask(op);
+    uint32_t allowed = OP_OPTIONS | cli_op_dim_mask(op) | (op->takes_gelu ? CLI_BIT(CLI_OPT_GELU) : 0);
     cli_args args;
     int rc = cli_parse(op->name, allowed, argc, argv, &args);
     if (rc != CLI_EXIT_OK)

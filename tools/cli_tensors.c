@@ -354,6 +354,7 @@ void cli_set_free(cli_tensor_set *set)
 static int make_reference_set(const cli_tensor_set *set, cli_tensor_set *ref)
 {
     cli_set_init(ref, set->op, set->command, CVF_F64, set->dims);
+    ref->gelu = set->gelu;
     for (int i = 0; i < set->op->tensor_count; i++) {
         if (spec_of(set, i)->is_output)
             continue;

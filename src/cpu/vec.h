@@ -11,6 +11,10 @@
  *    e = exp(-2|u|) <= 1, so gelu(x) = x s and gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2) keep
  *    their relative accuracy in both tails; gelu'(x) is its limit (1 or 0) beyond |x| = 1e10;
  *    gelu(+Inf) = +Inf, gelu(-Inf) = NaN (as x / (1 + exp(-2u)) gives), NaN stays NaN;
+ *  - the exact GELU's gelu_erf(x) = x Phi(x) and gelu_erf'(x) = Phi(x) + x phi(x) keep their
+ *    relative accuracy in both tails too: the vector levels from Phi(-|x|) = exp(-x^2 / 2) M(|x|)
+ *    with a fitted M (vec_simd.h), the generic level from libm's erfc in double;
+ *    gelu_erf(+Inf) = +Inf, gelu_erf(-Inf) = -0, gelu_erf'(+-Inf) = 1 / 0, NaN stays NaN;
  *  - no function reads or writes past element n - 1 of any array.
  * The vector levels agree with the generic level to within the accuracy bounds stated in
  * tests/test_vec.c, not bit for bit (their exp and tanh are their own polynomials).
@@ -48,8 +52,9 @@ typedef struct cvf_cpu_vec_ops {
     void (*load)(const void *src, cvf_dtype dtype, int64_t count, float *dst);
     /* dst[i] = src[i] rounded to dtype (f32, f16, bf16) for i < count; dst has unit stride. */
     void (*store)(void *dst, cvf_dtype dtype, int64_t count, const float *src);
-    /* x[i] = activation(x[i]) for i < n; for CVF_ACTIVATION_DGELU_TANH x[i] *= gelu_tanh'(aux[i])
-     * (aux is only read then). NONE does nothing; RELU is x < 0 ? 0 : x (NaN and -0 stay). */
+    /* x[i] = activation(x[i]) for i < n; for CVF_ACTIVATION_DGELU_TANH / DGELU_ERF
+     * x[i] *= gelu_tanh'(aux[i]) / gelu_erf'(aux[i]) (aux is only read then). NONE does nothing;
+     * RELU is x < 0 ? 0 : x (NaN and -0 stay). */
     void (*activate)(cvf_activation activation, float *x, const float *aux, int64_t n);
     /* x[i] += bias[i] for i < n. */
     void (*add)(float *x, const float *bias, int64_t n);
@@ -62,12 +67,6 @@ typedef struct cvf_cpu_vec_ops {
      * order). The same arithmetic as the single-row members, one call per tile. */
     void (*finish_tile)(const cvf_cpu_tile_epilogue *epilogue, float *x, int64_t ldx, int64_t m, int64_t n);
 } cvf_cpu_vec_ops;
-
-/* The exact GELU's activation (x Phi(x)) and backward (x[i] *= gelu_erf'(aux[i])) over n values,
- * in scalar fp32 through libm's erfcf (vec_generic.c): every level's table uses these until a
- * level vectorises them. */
-void cvf_scalar_gelu_erf_run(float *x, int64_t n);
-void cvf_scalar_dgelu_erf_run(float *x, const float *aux, int64_t n);
 
 /* The operations of the given level. The caller checks cvf_cpu_isa_supported first; a level this
  * build has no code for (any vector level off x86) gives the generic operations. */

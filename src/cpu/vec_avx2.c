@@ -15,6 +15,7 @@
 typedef __m256 vf;
 typedef __m256i vi;
 typedef __m256 vmask;
+typedef __m256d vd;
 
 /* Broadcasts a. */
 static inline vf vf_set(float a)
@@ -107,7 +108,7 @@ static inline vf vf_pow2i(vi n)
 }
 
 /* a < b (false for NaN). Part of vec_simd.h's vocabulary, unused by it today (clang's -Wunused-function). */
-__attribute__((unused)) static inline vmask vf_lt(vf a, vf b)
+static inline vmask vf_lt(vf a, vf b)
 {
     return _mm256_cmp_ps(a, b, _CMP_LT_OQ);
 }
@@ -157,6 +158,42 @@ static inline void vf_store_n(float *p, vf v, int count)
         _mm256_storeu_ps(p, v);
     else
         _mm256_maskstore_ps(p, lane_mask(count), v);
+}
+
+/* Broadcasts a (double lanes). */
+static inline vd vd_set(double a)
+{
+    return _mm256_set1_pd(a);
+}
+
+/* a * b + c, rounded once (double lanes). */
+static inline vd vd_fma(vd a, vd b, vd c)
+{
+    return _mm256_fmadd_pd(a, b, c);
+}
+
+/* a / b (double lanes). */
+static inline vd vd_div(vd a, vd b)
+{
+    return _mm256_div_pd(a, b);
+}
+
+/* The low half of a's lanes, exactly, as doubles. */
+static inline vd vf_widen_lo(vf a)
+{
+    return _mm256_cvtps_pd(_mm256_castps256_ps128(a));
+}
+
+/* The high half of a's lanes, exactly, as doubles. */
+static inline vd vf_widen_hi(vf a)
+{
+    return _mm256_cvtps_pd(_mm256_extractf128_ps(a, 1));
+}
+
+/* The lanes of lo then hi, each rounded to float. */
+static inline vf vd_narrow(vd lo, vd hi)
+{
+    return _mm256_set_m128(_mm256_cvtpd_ps(hi), _mm256_cvtpd_ps(lo));
 }
 
 #include "cpu/vec_simd.h"

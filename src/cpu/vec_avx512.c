@@ -16,6 +16,7 @@
 typedef __m512 vf;
 typedef __m512i vi;
 typedef __mmask16 vmask;
+typedef __m512d vd;
 
 /* Broadcasts a. */
 static inline vf vf_set(float a)
@@ -109,7 +110,7 @@ static inline vf vf_pow2i(vi n)
 }
 
 /* a < b (false for NaN). Part of vec_simd.h's vocabulary, unused by it today (clang's -Wunused-function). */
-__attribute__((unused)) static inline vmask vf_lt(vf a, vf b)
+static inline vmask vf_lt(vf a, vf b)
 {
     return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ);
 }
@@ -159,6 +160,43 @@ static inline void vf_store_n(float *p, vf v, int count)
         _mm512_storeu_ps(p, v);
     else
         _mm512_mask_storeu_ps(p, lane_mask(count), v);
+}
+
+/* Broadcasts a (double lanes). */
+static inline vd vd_set(double a)
+{
+    return _mm512_set1_pd(a);
+}
+
+/* a * b + c, rounded once (double lanes). */
+static inline vd vd_fma(vd a, vd b, vd c)
+{
+    return _mm512_fmadd_pd(a, b, c);
+}
+
+/* a / b (double lanes). */
+static inline vd vd_div(vd a, vd b)
+{
+    return _mm512_div_pd(a, b);
+}
+
+/* The low half of a's lanes, exactly, as doubles. */
+static inline vd vf_widen_lo(vf a)
+{
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(a));
+}
+
+/* The high half of a's lanes, exactly, as doubles. */
+static inline vd vf_widen_hi(vf a)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)));
+}
+
+/* The lanes of lo then hi, each rounded to float. */
+static inline vf vd_narrow(vd lo, vd hi)
+{
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(_mm512_cvtpd_ps(lo))),
+                                               _mm256_castps_pd(_mm512_cvtpd_ps(hi)), 1));
 }
 
 #include "cpu/kernels/store_avx512.h"
