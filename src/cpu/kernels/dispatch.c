@@ -23,6 +23,7 @@ static const cvf_cpu_kernel f32_avx2 = {
     .nr = CVF_CPU_F32_AVX2_NR,
     .format = CVF_CPU_PACK_F32,
     .run = cvf_cpu_kernel_f32_avx2,
+    .run_fused = cvf_cpu_kernel_f32_avx2_fused,
 };
 
 /* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */

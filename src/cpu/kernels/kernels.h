@@ -83,6 +83,8 @@ void cvf_cpu_kernel_f32_generic(int64_t kc, const void *a, const void *b, float 
 #if defined(__x86_64__) || defined(__i386__)
 void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                              int accumulate);
+void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out, int64_t m,
+                                   int64_t n);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
 void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
