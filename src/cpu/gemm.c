@@ -16,9 +16,10 @@
  * bias-gradient partial sum of the tile's rows. Partials are kept per MR-row tile and combined in
  * tile order, so bias gradients are bit-identical for any thread count.
  *
- * Block sizes come from the cache sizes read at run time (cpu/caches), so the same binary fits
- * other CPUs.
+ * Block sizes come from the cache sizes read at run time (once per process), so the same binary
+ * fits other CPUs.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static int64_t shared_l3_size(void)
     return (int64_t)kib << 10;
 }
 
-/* The machine's cache sizes; cheap enough to read per call (no global state). */
+/* The machine's cache sizes from sysconf and sysfs. */
 static cache_sizes read_caches(void)
 {
     cache_sizes caches = {cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), cache_size(_SC_LEVEL2_CACHE_SIZE, 1 << 20),
@@ -69,9 +70,61 @@ static cache_sizes read_caches(void)
     return caches;
 }
 
+/* Block sizes forced by CVF_CPU_BLOCKS (zeros when unset). */
+typedef struct forced_blocks {
+    int64_t kc, mc, nc;
+} forced_blocks;
+
+/*
+ * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
+ * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
+ */
+static forced_blocks read_forced_blocks(void)
+{
+    forced_blocks forced = {0, 0, 0};
+    const char *text = getenv("CVF_CPU_BLOCKS");
+    long long k = 0, m = 0, n = 0;
+    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 && m <= 65536 &&
+        n <= 65536) {
+        forced.kc = k, forced.mc = m, forced.nc = n;
+    }
+    return forced;
+}
+
+/* What the planner reads from the machine and the environment: process-wide read-only
+ * configuration, detected once (pthread_once) on the first call. Reading it per call cost two
+ * sysconf calls, an open/read/close of a sysfs file and two getenv per plan, twice per call
+ * (workspace query and run): about 7 us of a 13 us 64^3 product on a 2-core VM. */
+typedef struct cpu_config {
+    cache_sizes caches;
+    forced_blocks forced;
+    cvf_cpu_isa isa;
+    const cvf_cpu_vec_ops *vec;
+} cpu_config;
+
+static cpu_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+/* Fills config (run once by pthread_once). */
+static void detect_config(void)
+{
+    config.caches = read_caches();
+    config.forced = read_forced_blocks();
+    config.isa = cvf_cpu_isa_active();
+    config.vec = cvf_cpu_vec_ops_for(config.isa);
+}
+
+/* The process-wide configuration, detected on first use. */
+static const cpu_config *cpu_configuration(void)
+{
+    pthread_once(&config_once, detect_config);
+    return &config;
+}
+
 /* Everything one GEMM call decides before it runs: the kernel, block sizes, workspace layout. */
 typedef struct gemm_plan {
     const cvf_cpu_kernel *kernel;
+    const cvf_cpu_vec_ops *vec; /* the level's vector operations (conversions, epilogue) */
     int64_t mr, nr, m, n, k;
     int64_t kc, mc, nc;          /* block sizes; kc even for bf16 pairs */
     int64_t ic_blocks;           /* MC-row blocks of M */
@@ -79,6 +132,7 @@ typedef struct gemm_plan {
     int64_t elt;                 /* bytes of one packed element */
     int64_t row_tiles;           /* MR-row tiles of M (bias-gradient partials) */
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
+    bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
     int64_t packers;             /* tasks that pack one B block together */
     int32_t threads;             /* threads the phases can use (slots of per-thread scratch) */
@@ -131,20 +185,6 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 #define MIN_BLOCK_PANELS 16
 
 /*
- * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
- * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
- */
-static void read_forced_blocks(int64_t *kc, int64_t *mc, int64_t *nc)
-{
-    const char *text = getenv("CVF_CPU_BLOCKS");
-    long long k = 0, m = 0, n = 0;
-    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 && m <= 65536 &&
-        n <= 65536) {
-        *kc = k, *mc = m, *nc = n;
-    }
-}
-
-/*
  * Chooses block sizes for the kernel and the caches:
  *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic (but
  *       a K whose micro-panel fits in 3/4 of L1 runs as one pass: no fp32 block, and the tile
@@ -154,12 +194,12 @@ static void read_forced_blocks(int64_t *kc, int64_t *mc, int64_t *nc)
  * then M is cut into at least a few MC blocks per thread
  * (or, when M is short, the NC block's panels into chunks) so that the threads share the work.
  */
-static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t pool_threads)
+static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads)
 {
+    const cache_sizes *caches = &cfg->caches;
     int64_t kc = caches->l1 / 2 / (plan->nr * plan->elt);
     kc = min64(max64(kc & ~(int64_t)15, 64), 512);
-    int64_t forced_kc = 0, forced_mc = 0, forced_nc = 0;
-    read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
+    int64_t forced_kc = cfg->forced.kc, forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
     if (forced_kc > 0)
         kc = forced_kc;
     else if (plan->k * plan->nr * plan->elt <= caches->l1 * 3 / 4) /* one pass: no fp32 block */
@@ -213,11 +253,9 @@ static void choose_splits(gemm_plan *plan)
 
 /* Threads worth waking for a product: about 8 MFLOP each at least (waking a worker costs
  * microseconds, as much as a few MFLOP), at most the pool. */
-static int32_t useful_threads(const cvf_context *ctx, int64_t m, int64_t n, int64_t k)
+static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, int64_t m, int64_t n, int64_t k)
 {
-    int64_t forced_kc = 0, forced_mc = 0, forced_nc = 0;
-    read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
-    if (forced_kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
+    if (cfg->forced.kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
         return cvf_threadpool_size(ctx->pool);
     double flops = 2.0 * (double)m * (double)n * (double)(k > 0 ? k : 1);
     double threads = flops / 8e6;
@@ -231,8 +269,9 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 {
     gemm_plan plan;
     memset(&plan, 0, sizeof plan);
-    cache_sizes caches = read_caches();
-    plan.kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), a->dtype, b->dtype);
+    const cpu_config *cfg = cpu_configuration();
+    plan.vec = cfg->vec;
+    plan.kernel = cvf_cpu_kernel_for(cfg->isa, a->dtype, b->dtype);
     plan.mr = plan.kernel->mr;
     plan.nr = plan.kernel->nr;
     plan.m = c->rows;
@@ -240,8 +279,8 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.k = a->cols;
     plan.elt = plan.kernel->format == CVF_CPU_PACK_BF16 ? 2 : 4;
     plan.row_tiles = ceil_div(plan.m, plan.mr);
-    int32_t useful = useful_threads(ctx, plan.m, plan.n, plan.k);
-    choose_blocks(&plan, &caches, useful);
+    int32_t useful = useful_threads(ctx, cfg, plan.m, plan.n, plan.k);
+    choose_blocks(&plan, cfg, useful);
     choose_splits(&plan);
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
@@ -252,8 +291,12 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.b_stride = cvf_round_up_64((size_t)(round_up(plan.kc, 2) * round_up(plan.nc, plan.nr) * plan.elt));
     /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
      * the MR rows of a tile in one L1 set */
+    /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
+     * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
+    plan.direct_c = plan.multi_pass && plan.splits == 1 && c->dtype == CVF_F32 && c->col_stride == 1 &&
+                    ep->activation == CVF_ACTIVATION_NONE && !ep->bias && !ep->aux_out && !ep->aux_in && !ep->bias_grad;
     plan.acc_ld = plan.nc + 16;
-    plan.acc_stride = plan.multi_pass ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
+    plan.acc_stride = plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
     size_t b_bytes = plan.b_stride * (size_t)max64(plan.splits, 2); /* a buffer per slice, or two */
     size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
@@ -272,19 +315,33 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 
 /* The fp32 values of a run of x: straight from x when it is f32 and contiguous, else converted
  * into run. */
-static const float *source_run(const cvf_matrix *x, int64_t offset, int64_t stride, int64_t count, float *run)
+static const float *source_run(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t offset, int64_t stride,
+                               int64_t count, float *run)
 {
     if (x->dtype == CVF_F32 && stride == 1)
         return (const float *)x->data + offset;
-    cvf_cpu_load_run(x->data, x->dtype, offset, stride, count, run);
+    if (stride == 1) /* the plan's vector conversion, without a table look-up per run */
+        vec->load((const char *)x->data + offset * (int64_t)cvf_dtype_size(x->dtype), x->dtype, count, run);
+    else
+        cvf_cpu_load_run(x->data, x->dtype, offset, stride, count, run);
     return run;
 }
 
-/* dst[i] = src[i] for i < n: short copies inline (a library call per micro-panel row costs more). */
-static void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
+/* dst[i] = src[i] for i < n: short copies inline (a library call per micro-panel row costs more;
+ * gcc turns a plain loop into a memmove call, 2% of a 2048 x 3072 x 768 product on one thread,
+ * so the kernels' widths are copied with fixed-size memcpy, which it expands in place). */
+static inline void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = src[i];
+    switch (n) {
+    case 6: memcpy(dst, src, 6 * sizeof(float)); break;
+    case 8: memcpy(dst, src, 8 * sizeof(float)); break;
+    case 14: memcpy(dst, src, 14 * sizeof(float)); break;
+    case 16: memcpy(dst, src, 16 * sizeof(float)); break;
+    case 32: memcpy(dst, src, 32 * sizeof(float)); break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
 }
 
 /* dst[p * width + r] = rows[r][p] for r < count, p < kc, and 0 for count <= r < width: one
@@ -323,12 +380,12 @@ static void prefetch_runs(const cvf_matrix *x, const int64_t *offsets, int64_t s
 
 /* One micro-panel from `count` runs of x that start at offsets[r] and advance by `stride`:
  * contiguous f32 runs are read in place, others converted into run (room for count x kc). */
-static void pack_panel(const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
+static void pack_panel(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
                        int64_t kc, float *dst, float *run)
 {
     const float *rows[CVF_CPU_NR_MAX];
     for (int64_t r = 0; r < count; r++)
-        rows[r] = source_run(x, offsets[r], stride, kc, run + r * kc);
+        rows[r] = source_run(vec, x, offsets[r], stride, kc, run + r * kc);
     interleave_rows(rows, count, width, kc, dst);
 }
 
@@ -348,13 +405,13 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
             for (int64_t r = 0; r < next_count; r++)
                 next[r] = (i0 + i + mr + r) * a->row_stride + p0 * a->col_stride;
             prefetch_runs(a, next, a->col_stride, next_count, kc);
-            pack_panel(a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
+            pack_panel(plan->vec, a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
         }
         return;
     }
     /* columns contiguous (a transposed view): convert each column, copy MR at a time */
     for (int64_t p = 0; p < kc; p++) {
-        const float *src = source_run(a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
+        const float *src = source_run(plan->vec, a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
         for (int64_t i = 0; i < mc; i += mr)
             copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
     }
@@ -380,13 +437,13 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
             for (int64_t r = 0; r < next_count; r++)
                 next[r] = p0 * b->row_stride + (j0 + j + nr + r) * b->col_stride;
             prefetch_runs(b, next, b->row_stride, next_count, kc);
-            pack_panel(b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
+            pack_panel(plan->vec, b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
         }
         return;
     }
     /* rows contiguous: convert each row of the block, copy NR at a time */
     for (int64_t p = 0; p < kc; p++) {
-        const float *src = source_run(b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
+        const float *src = source_run(plan->vec, b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
         for (int64_t j = 0; j < nc; j += nr)
             copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
     }
@@ -679,6 +736,11 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
                 finish_tile(job, tile, n, i0 + ir, m, pass->j0 + jr, n, aux);
                 continue;
             }
+            if (plan->direct_c) {
+                kernel->run(pass->kc, a, b, element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride, m, n,
+                            !pass->first);
+                continue;
+            }
             float *block_tile = acc + (i0 + ir) * plan->acc_ld + jr;
             kernel->run(pass->kc, a, b, block_tile, plan->acc_ld, m, n, !pass->first);
             if (pass->last && job->finish)
@@ -844,9 +906,10 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
             zero_bias_grad(ep->bias_grad);
         return CVF_STATUS_SUCCESS;
     }
-    gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .vec = cvf_cpu_vec_ops_active(), .workspace = workspace};
+    gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .workspace = workspace};
     job.plan = make_plan(ctx, a, b, c, ep);
     const gemm_plan *plan = &job.plan;
+    job.vec = plan->vec;
     job.packed_b[0] = job.workspace + plan->off_b; /* two buffers: B blocks of alternate passes */
     job.packed_b[1] = job.workspace + plan->off_b + plan->b_stride;
     job.acc = (float *)(job.workspace + plan->off_acc);
