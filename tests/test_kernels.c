@@ -328,6 +328,51 @@ static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
     free(a), free(b), free(bias), free(out);
 }
 
+/* The panel interleave of kernels that have one, against the definition in kernels.h: widths MR
+ * and NR, every count of rows, kc around the 8-step blocks, rows at odd addresses; the floats
+ * after the panel must keep their poison. */
+static void test_interleave(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    if (!k->interleave)
+        return;
+    static const int64_t kcs[] = {0, 1, 3, 7, 8, 9, 16, 17, 63, 64, 65, 255};
+    enum { GUARD = 16 };
+    cvft_rng rng = cvft_rng_make(seed);
+    float *source = alloc_aligned(sizeof(float) * (size_t)(CVF_CPU_NR_MAX * (KC_MAX + 1)));
+    float *dst = alloc_aligned(sizeof(float) * (size_t)(CVF_CPU_NR_MAX * KC_MAX + GUARD));
+    if (!CHECK(source && dst, "out of memory")) {
+        free(source), free(dst);
+        return;
+    }
+    int failures = 0;
+    const int64_t widths[] = {k->mr, k->nr};
+    for (int w = 0; w < 2; w++)
+        for (size_t t = 0; t < sizeof kcs / sizeof kcs[0]; t++)
+            for (int64_t count = 1; count <= widths[w]; count++) {
+                int64_t width = widths[w], kc = kcs[t];
+                const float *rows[CVF_CPU_NR_MAX];
+                for (int64_t r = 0; r < count; r++) {
+                    float *row = source + r * (KC_MAX + 1) + (r % 2); /* odd rows start one float later */
+                    for (int64_t p = 0; p < kc; p++)
+                        row[p] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+                    rows[r] = row;
+                }
+                for (int64_t e = 0; e < width * kc + GUARD; e++)
+                    dst[e] = float_of(SUPPORT_POISON_F32);
+                k->interleave(rows, count, width, kc, dst);
+                for (int64_t e = 0; e < width * kc + GUARD; e++) {
+                    int64_t p = e / width, r = e % width;
+                    uint32_t want = e >= width * kc ? SUPPORT_POISON_F32 : r < count ? bits_of(rows[r][p]) : 0u;
+                    if (bits_of(dst[e]) != want && failures++ < MAX_EXAMPLES)
+                        CHECK(false, "%s interleave width=%lld count=%lld kc=%lld: dst[%lld] = 0x%08X, want 0x%08X",
+                              k->name, (long long)width, (long long)count, (long long)kc, (long long)e,
+                              (unsigned)bits_of(dst[e]), (unsigned)want);
+                }
+            }
+    CHECK(failures == 0, "%s interleave: %d wrong elements", k->name, failures);
+    free(source), free(dst);
+}
+
 int main(void)
 {
     static const cvf_dtype pairs[][2] = {{CVF_F32, CVF_F32}, {CVF_BF16, CVF_BF16}};
@@ -353,6 +398,7 @@ int main(void)
                 tested[tested_count++] = k;
                 test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
                 test_fused_store(k, 0xF05Eu + (uint64_t)level);
+                test_interleave(k, 0x1A7Eu + (uint64_t)level);
             }
         }
     }

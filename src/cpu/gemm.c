@@ -380,13 +380,16 @@ static void prefetch_runs(const cvf_matrix *x, const int64_t *offsets, int64_t s
 
 /* One micro-panel from `count` runs of x that start at offsets[r] and advance by `stride`:
  * contiguous f32 runs are read in place, others converted into run (room for count x kc). */
-static void pack_panel(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
+static void pack_panel(const gemm_plan *plan, const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
                        int64_t kc, float *dst, float *run)
 {
     const float *rows[CVF_CPU_NR_MAX];
     for (int64_t r = 0; r < count; r++)
-        rows[r] = source_run(vec, x, offsets[r], stride, kc, run + r * kc);
-    interleave_rows(rows, count, width, kc, dst);
+        rows[r] = source_run(plan->vec, x, offsets[r], stride, kc, run + r * kc);
+    if (plan->kernel->interleave) /* the level's vector transposes */
+        plan->kernel->interleave(rows, count, width, kc, dst);
+    else
+        interleave_rows(rows, count, width, kc, dst);
 }
 
 /* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
@@ -405,7 +408,7 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
             for (int64_t r = 0; r < next_count; r++)
                 next[r] = (i0 + i + mr + r) * a->row_stride + p0 * a->col_stride;
             prefetch_runs(a, next, a->col_stride, next_count, kc);
-            pack_panel(plan->vec, a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
+            pack_panel(plan, a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
         }
         return;
     }
@@ -437,7 +440,7 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
             for (int64_t r = 0; r < next_count; r++)
                 next[r] = p0 * b->row_stride + (j0 + j + nr + r) * b->col_stride;
             prefetch_runs(b, next, b->row_stride, next_count, kc);
-            pack_panel(plan->vec, b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
+            pack_panel(plan, b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
         }
         return;
     }

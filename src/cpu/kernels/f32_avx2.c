@@ -179,26 +179,59 @@ static inline __m128i bf16_bits(__m256 x)
     return _mm_packus_epi32(_mm256_castsi256_si128(lanes), _mm256_extracti128_si256(lanes, 1));
 }
 
-/* Stores the first `count` (1..8) lanes of x at element `offset` of out's C, in its dtype. */
-static inline __attribute__((always_inline)) void store_vector(const cvf_cpu_fused_store *out, int64_t offset,
-                                                               __m256 x, int64_t count)
+/* Stores the first `count` (1..8) lanes of x at element `offset` of C (dtype known at compile
+ * time after inlining). */
+static inline __attribute__((always_inline)) void store_vector(void *c, cvf_dtype dtype, int64_t offset, __m256 x,
+                                                               int64_t count)
 {
-    if (out->dtype == CVF_F32) {
-        float *dst = (float *)out->c + offset;
+    if (dtype == CVF_F32) {
+        float *dst = (float *)c + offset;
         if (count == 8)
             _mm256_storeu_ps(dst, x);
         else
             _mm256_maskstore_ps(dst, lane_mask(count), x);
         return;
     }
-    __m128i h = out->dtype == CVF_F16 ? _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT) : bf16_bits(x);
-    uint16_t *dst = (uint16_t *)out->c + offset;
+    __m128i h = dtype == CVF_F16 ? _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT) : bf16_bits(x);
+    uint16_t *dst = (uint16_t *)c + offset;
     if (count == 8) {
         _mm_storeu_si128((__m128i *)dst, h);
     } else {
         uint16_t buf[8];
         _mm_storeu_si128((__m128i *)buf, h);
         memcpy(dst, buf, (size_t)count * sizeof(uint16_t));
+    }
+}
+
+/* The fused store of the m x n corner of acc in one dtype: bias added (zeros when NULL), ReLU,
+ * rounded, stored; full-width rows with plain vector stores. */
+static inline __attribute__((always_inline)) void store_fused(const tile *acc, const cvf_cpu_fused_store *out,
+                                                              cvf_dtype dtype, int64_t m, int64_t n)
+{
+    int64_t n0 = n < 8 ? n : 8, n1 = n - n0; /* columns in the first and the second vector */
+    __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0;
+    if (out->bias) {
+        bias0 = n0 == 8 ? _mm256_loadu_ps(out->bias) : _mm256_maskload_ps(out->bias, lane_mask(n0));
+        bias1 = n1 == 8   ? _mm256_loadu_ps(out->bias + 8)
+                : n1 > 0 ? _mm256_maskload_ps(out->bias + 8, lane_mask(n1))
+                         : bias1;
+    }
+    const __m256 zero = _mm256_setzero_ps();
+    int relu = out->relu;
+    for (int64_t i = 0; i < m; i++) {
+        __m256 x0 = _mm256_add_ps(acc->v[i][0], bias0), x1 = _mm256_add_ps(acc->v[i][1], bias1);
+        if (relu) { /* max(0, x) returns x when x is NaN or -0: x < 0 ? 0 : x */
+            x0 = _mm256_max_ps(zero, x0);
+            x1 = _mm256_max_ps(zero, x1);
+        }
+        if (n == NR) {
+            store_vector(out->c, dtype, i * out->ldc, x0, 8);
+            store_vector(out->c, dtype, i * out->ldc + 8, x1, 8);
+        } else {
+            store_vector(out->c, dtype, i * out->ldc, x0, n0);
+            if (n1 > 0)
+                store_vector(out->c, dtype, i * out->ldc + 8, x1, n1);
+        }
     }
 }
 
@@ -209,22 +242,71 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a_panel, const void *
     int64_t size = out->dtype == CVF_F32 ? 4 : 2;
     prefetch_c((const char *)out->c, out->ldc * size, m, n * size);
     tile_product(kc, a_panel, b_panel, &acc);
-    int64_t n0 = n < 8 ? n : 8, n1 = n - n0; /* columns in the first and the second vector */
-    __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0;
-    if (out->bias) {
-        bias0 = _mm256_maskload_ps(out->bias, lane_mask(n0));
-        bias1 = n1 > 0 ? _mm256_maskload_ps(out->bias + 8, lane_mask(n1)) : bias1;
+    switch (out->dtype) {
+    case CVF_F16: store_fused(&acc, out, CVF_F16, m, n); break;
+    case CVF_BF16: store_fused(&acc, out, CVF_BF16, m, n); break;
+    default: store_fused(&acc, out, CVF_F32, m, n); break;
     }
-    for (int64_t i = 0; i < m; i++) {
-        __m256 x0 = _mm256_add_ps(acc.v[i][0], bias0), x1 = _mm256_add_ps(acc.v[i][1], bias1);
-        if (out->relu) { /* max(0, x) returns x when x is NaN or -0: x < 0 ? 0 : x */
-            x0 = _mm256_max_ps(_mm256_setzero_ps(), x0);
-            x1 = _mm256_max_ps(_mm256_setzero_ps(), x1);
+}
+
+/* ---- packing: rows interleaved into a micro-panel ------------------------------------------ */
+
+/* Transposes the 8 x 8 block r[0..7] in place: afterwards r[q] holds element q of each input row. */
+static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20), r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20), r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31), r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31), r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Interleaves rows r0 .. r0 + 7 (those >= count read as zeros) into columns r0 .. r0 + lanes - 1 of
+ * dst (lanes = min(8, width - r0)): 8 k steps at a time through an 8 x 8 transpose. A group of
+ * fewer than 8 lanes is written with full 8-lane stores in increasing k, each overwriting the
+ * previous step's 8 - lanes spill into its own slot; only the panel's very last step is masked. */
+static void interleave_group(const float *const *rows, int64_t count, int64_t width, int64_t kc, int64_t r0,
+                             float *dst)
+{
+    int64_t lanes = width - r0 < 8 ? width - r0 : 8;
+    __m256i store_mask = lane_mask(lanes);
+    for (int64_t p0 = 0; p0 < kc; p0 += 8) {
+        int64_t steps = kc - p0 < 8 ? kc - p0 : 8;
+        __m256i load_mask = lane_mask(steps);
+        __m256 r[8];
+        for (int q = 0; q < 8; q++) {
+            int64_t row = r0 + q;
+            if (row < count && (p0 & 15) == 0 && p0 + 64 < kc) /* a line 4 ahead (as the generic packing) */
+                _mm_prefetch((const char *)(rows[row] + p0 + 64), _MM_HINT_T0);
+            if (row >= count)
+                r[q] = _mm256_setzero_ps();
+            else if (steps == 8)
+                r[q] = _mm256_loadu_ps(rows[row] + p0);
+            else
+                r[q] = _mm256_maskload_ps(rows[row] + p0, load_mask);
         }
-        store_vector(out, i * out->ldc, x0, n0);
-        if (n1 > 0)
-            store_vector(out, i * out->ldc + 8, x1, n1);
+        transpose8(r);
+        for (int64_t q = 0; q < steps; q++) {
+            float *to = dst + (p0 + q) * width + r0;
+            if (lanes == 8 || p0 + q + 1 < kc)
+                _mm256_storeu_ps(to, r[q]);
+            else
+                _mm256_maskstore_ps(to, store_mask, r[q]);
+        }
     }
+}
+
+void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst)
+{
+    for (int64_t r0 = 0; r0 < width; r0 += 8)
+        interleave_group(rows, count, width, kc, r0, dst);
 }
 
 #else

@@ -52,6 +52,14 @@ typedef struct cvf_cpu_fused_store {
 typedef void (*cvf_cpu_fused_kernel_fn)(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
                                         int64_t m, int64_t n);
 
+/*
+ * One fp32 micro-panel from `count` rows of kc floats (any alignment):
+ *     dst[p * width + r] = rows[r][p]   for r < count, p < kc;   0 for count <= r < width
+ * (A panels: width MR, rows of A; B panels of a transposed B: width NR, columns of B). Writes
+ * nothing outside dst[0 .. kc * width).
+ */
+typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
+
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
     const char *name; /* e.g. "avx512 f32 14x32" */
@@ -60,6 +68,7 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_pack_format format;
     cvf_cpu_kernel_fn run;
     cvf_cpu_fused_kernel_fn run_fused; /* the same product with the fused store, or NULL */
+    cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
@@ -85,6 +94,7 @@ void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c,
                              int accumulate);
 void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out, int64_t m,
                                    int64_t n);
+void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
 void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
