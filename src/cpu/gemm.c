@@ -133,6 +133,7 @@ typedef struct gemm_plan {
     int64_t row_tiles;           /* MR-row tiles of M (bias-gradient partials) */
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
     bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
+    bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
     int64_t packers;             /* tasks that pack one B block together */
     int32_t threads;             /* threads the phases can use (slots of per-thread scratch) */
@@ -251,6 +252,11 @@ static void choose_splits(gemm_plan *plan)
     plan->jr_chunks = 1;
 }
 
+/* The most rows of a product that the dot tiles take (kernels.h, cvf_cpu_dot_fn): the MLP's
+ * tokens at S = 1..16. At S = 8, 8 x 3072 x 768 through W^T took 0.74 ms instead of 1.41 ms
+ * packed (one thread, AVX2; PERF.md, issue 16). */
+#define DOT_MAX_ROWS 16
+
 /* Threads worth waking for a product: about 8 MFLOP each at least (waking a worker costs
  * microseconds, as much as a few MFLOP), at most the pool. */
 static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, int64_t m, int64_t n, int64_t k)
@@ -282,8 +288,18 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     int32_t useful = useful_threads(ctx, cfg, plan.m, plan.n, plan.k);
     choose_blocks(&plan, cfg, useful);
     choose_splits(&plan);
+    /* a few rows through a transposed f32 B (tokens through a PyTorch Linear weight): packing B
+     * would read and write all of it for a handful of rows; the dot tiles read it once, in place */
+    plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
+               b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
+    if (plan.dot) {
+        plan.splits = 1;
+        plan.multi_pass = false;
+    }
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
-    int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
+    int64_t tasks = plan.dot          ? ceil_div(plan.n, plan.nr)
+                    : plan.splits > 1 ? max64(plan.splits, plan.row_tiles)
+                                      : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
     plan.packers = min64(4 * (int64_t)useful, ceil_div(plan.nc, plan.nr));
     plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers)));
@@ -824,6 +840,27 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
     }
 }
 
+/* Task of a dot-tile product: NR columns of C, all its rows, from A and B^T in place, each tile
+ * then finished by the epilogue. The B columns are read from memory once (the later row tiles
+ * find them in L1/L2). */
+static void dot_task(void *arg, int64_t task, int32_t thread)
+{
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *a = job->a, *b = job->b;
+    int64_t j0 = task * plan->nr, n = min64(plan->nr, plan->n - j0);
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    thread_layout layout = thread_scratch(plan);
+    float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
+    const float *columns = (const float *)b->data + j0 * b->col_stride;
+    for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr) {
+        int64_t m = min64(plan->mr, plan->m - i0);
+        plan->kernel->dot(plan->k, (const float *)a->data + i0 * a->row_stride, a->row_stride, m, columns,
+                          b->col_stride, n, tile, n);
+        finish_tile(job, tile, n, i0, m, j0, n, aux);
+    }
+}
+
 /* All of K on the pool. */
 static void run_blocks(cvf_context *ctx, gemm_job *job)
 {
@@ -922,7 +959,9 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (ep->bias)
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));
-    if (plan->splits > 1) {
+    if (plan->dot) {
+        cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
+    } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, sum_slices_task, &job);
     } else {

@@ -309,6 +309,61 @@ void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_
         interleave_group(rows, count, width, kc, r0, dst);
 }
 
+/* ---- dot-product tiles for short products with a transposed B ------------------------------ */
+
+/* The sums of the 8 lanes of each of w, x, y, z, in that order. */
+static inline __m128 hsum4(__m256 w, __m256 x, __m256 y, __m256 z)
+{
+    __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(w, x), _mm256_hadd_ps(y, z));
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* c[i * ldc + j] (i < 2, j < 4) = sum over p < k of a[i][p] b[j][p], from two A rows and four B
+ * rows (any of them repeated by the caller past an edge) 8 values of k at a time, the last
+ * k % 8 through masked loads. Stores the rows < m and columns < n only. */
+static void dot_2x4(int64_t k, const float *const a[2], const float *const b[4], float *c, int64_t ldc, int64_t m,
+                    int64_t n)
+{
+    __m256 s00 = _mm256_setzero_ps(), s01 = s00, s02 = s00, s03 = s00, s10 = s00, s11 = s00, s12 = s00, s13 = s00;
+    const float *a0 = a[0], *a1 = a[1], *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+    int64_t p = 0;
+    for (; p + 8 <= k; p += 8) {
+        __m256 x0 = _mm256_loadu_ps(a0 + p), x1 = _mm256_loadu_ps(a1 + p), y;
+        y = _mm256_loadu_ps(b0 + p), s00 = _mm256_fmadd_ps(x0, y, s00), s10 = _mm256_fmadd_ps(x1, y, s10);
+        y = _mm256_loadu_ps(b1 + p), s01 = _mm256_fmadd_ps(x0, y, s01), s11 = _mm256_fmadd_ps(x1, y, s11);
+        y = _mm256_loadu_ps(b2 + p), s02 = _mm256_fmadd_ps(x0, y, s02), s12 = _mm256_fmadd_ps(x1, y, s12);
+        y = _mm256_loadu_ps(b3 + p), s03 = _mm256_fmadd_ps(x0, y, s03), s13 = _mm256_fmadd_ps(x1, y, s13);
+    }
+    if (p < k) {
+        __m256i mask = lane_mask(k - p);
+        __m256 x0 = _mm256_maskload_ps(a0 + p, mask), x1 = _mm256_maskload_ps(a1 + p, mask), y;
+        y = _mm256_maskload_ps(b0 + p, mask), s00 = _mm256_fmadd_ps(x0, y, s00), s10 = _mm256_fmadd_ps(x1, y, s10);
+        y = _mm256_maskload_ps(b1 + p, mask), s01 = _mm256_fmadd_ps(x0, y, s01), s11 = _mm256_fmadd_ps(x1, y, s11);
+        y = _mm256_maskload_ps(b2 + p, mask), s02 = _mm256_fmadd_ps(x0, y, s02), s12 = _mm256_fmadd_ps(x1, y, s12);
+        y = _mm256_maskload_ps(b3 + p, mask), s03 = _mm256_fmadd_ps(x0, y, s03), s13 = _mm256_fmadd_ps(x1, y, s13);
+    }
+    float out[2][4];
+    _mm_storeu_ps(out[0], hsum4(s00, s01, s02, s03));
+    _mm_storeu_ps(out[1], hsum4(s10, s11, s12, s13));
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            c[i * ldc + j] = out[i][j];
+}
+
+void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
+                          float *c, int64_t ldc)
+{
+    for (int64_t j0 = 0; j0 < n; j0 += 4) {
+        const float *cols[4];
+        for (int64_t j = 0; j < 4; j++) /* columns past n repeat the last one */
+            cols[j] = b + (j0 + j < n ? j0 + j : n - 1) * ldb;
+        for (int64_t i0 = 0; i0 < m; i0 += 2) {
+            const float *rows[2] = {a + i0 * lda, a + (i0 + 1 < m ? i0 + 1 : i0) * lda};
+            dot_2x4(k, rows, cols, c + i0 * ldc + j0, ldc, m - i0 < 2 ? m - i0 : 2, n - j0 < 4 ? n - j0 : 4);
+        }
+    }
+}
+
 #else
 typedef int cvf_cpu_f32_avx2_unavailable; /* not an x86 target: nothing to compile */
 #endif

@@ -60,6 +60,15 @@ typedef void (*cvf_cpu_fused_kernel_fn)(int64_t kc, const void *a, const void *b
  */
 typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
 
+/*
+ * A tile of dot products, for products too short in M for packing B to pay (a few tokens through
+ * a PyTorch Linear weight, read as W^T: B's columns contiguous), with A and B read in place:
+ *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[j * ldb + p]     (i < m <= MR, j < n <= NR)
+ * fp32 everything, any alignment, k >= 1; nothing but the m x n corner is written.
+ */
+typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb,
+                               int64_t n, float *c, int64_t ldc);
+
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
     const char *name; /* e.g. "avx512 f32 14x32" */
@@ -69,6 +78,7 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_kernel_fn run;
     cvf_cpu_fused_kernel_fn run_fused; /* the same product with the fused store, or NULL */
     cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
+    cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
@@ -95,6 +105,8 @@ void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c,
 void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out, int64_t m,
                                    int64_t n);
 void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
+void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
+                          float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
 void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
