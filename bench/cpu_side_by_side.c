@@ -8,13 +8,16 @@
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_side_by_side.c build/libcvfuse.a \
  *       -lopenblas -lpthread -lm -o build/side_by_side
- *   CVF_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell build/side_by_side M N K [threads] [calls] [bt]
+ *   CVF_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell build/side_by_side M N K [threads] [calls] [a|b|ab]
  *
- * bt: B is stored (N x K) row-major and read transposed (a PyTorch Linear weight).
+ * a: A is stored (K x M) and read transposed; b: B is stored (N x K) and read transposed (a
+ * PyTorch Linear weight). FLUSH_MB=n
+ * writes n MiB before each call (caches cold).
  */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "cvfuse.h"
@@ -46,12 +49,14 @@ static double median(double *v, int n)
 int main(int argc, char **argv)
 {
     if (argc < 4) {
-        fprintf(stderr, "usage: %s M N K [threads] [calls] [bt]\n", argv[0]);
+        fprintf(stderr, "usage: %s M N K [threads] [calls] [a|b|ab]\n", argv[0]);
         return 2;
     }
     int64_t m = atoll(argv[1]), n = atoll(argv[2]), k = atoll(argv[3]);
     int threads = argc > 4 ? atoi(argv[4]) : 2, calls = argc > 5 ? atoi(argv[5]) : 21;
-    int bt = argc > 6 && argv[6][0] == 'b';
+    int bt = argc > 6 && strchr(argv[6], 'b') != NULL, at = argc > 6 && strchr(argv[6], 'a') != NULL;
+    size_t flush_bytes = (size_t)(getenv("FLUSH_MB") ? atoll(getenv("FLUSH_MB")) : 0) << 20;
+    char *flush = flush_bytes ? malloc(flush_bytes) : NULL;
     float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
     float *c = malloc(sizeof(float) * (size_t)(m * n)), *c2 = malloc(sizeof(float) * (size_t)(m * n));
     double *wall[2], *cpu[2];
@@ -67,16 +72,18 @@ int main(int argc, char **argv)
     if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS)
         return 1;
     openblas_set_num_threads(threads);
-    cvf_matrix va = {a, CVF_F32, m, k, k, 1}, vb = {b, CVF_F32, k, n, bt ? 1 : n, bt ? k : 1}, vc = {c, CVF_F32, m, n, n, 1};
+    cvf_matrix va = {a, CVF_F32, m, k, at ? 1 : k, at ? m : 1}, vb = {b, CVF_F32, k, n, bt ? 1 : n, bt ? k : 1}, vc = {c, CVF_F32, m, n, n, 1};
     for (int call = -2; call < calls; call++) {
         for (int side = 0; side < 2; side++) {
+            if (flush) /* cold caches: the weights come from memory, as in an MLP's steady state */
+                memset(flush, call + side, flush_bytes);
             double w = seconds(CLOCK_MONOTONIC), t = seconds(CLOCK_PROCESS_CPUTIME_ID);
             if (side == 0) {
                 if (cvf_matmul(ctx, &va, &vb, &vc, NULL) != CVF_STATUS_SUCCESS)
                     return 1;
             } else {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, bt ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, 1.0f, a,
-                            (int)k, b, bt ? (int)k : (int)n, 0.0f, c2, (int)n);
+                cblas_sgemm(CblasRowMajor, at ? CblasTrans : CblasNoTrans, bt ? CblasTrans : CblasNoTrans, (int)m, (int)n,
+                            (int)k, 1.0f, a, at ? (int)m : (int)k, b, bt ? (int)k : (int)n, 0.0f, c2, (int)n);
             }
             if (call >= 0) {
                 wall[side][call] = seconds(CLOCK_MONOTONIC) - w;
@@ -86,9 +93,9 @@ int main(int argc, char **argv)
     }
     double ours_w = median(wall[0], calls), base_w = median(wall[1], calls);
     double ours_c = median(cpu[0], calls), base_c = median(cpu[1], calls);
-    printf("f32%s %lldx%lldx%lld threads=%d calls=%d: wall ours %.4f ms openblas %.4f ms ratio %.3f | cpu ours %.4f ms "
+    printf("f32%s%s %lldx%lldx%lld threads=%d calls=%d: wall ours %.4f ms openblas %.4f ms ratio %.3f | cpu ours %.4f ms "
            "openblas %.4f ms ratio %.3f\n",
-           bt ? " B^T" : "", (long long)m, (long long)n, (long long)k, threads, calls, 1e3 * ours_w, 1e3 * base_w,
+           at ? " A^T" : "", bt ? " B^T" : "", (long long)m, (long long)n, (long long)k, threads, calls, 1e3 * ours_w, 1e3 * base_w,
            ours_w / base_w, 1e3 * ours_c, 1e3 * base_c, ours_c / base_c);
     cvf_context_destroy(ctx);
     return 0;

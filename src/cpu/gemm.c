@@ -460,11 +460,22 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
         }
         return;
     }
-    /* rows contiguous: convert each row of the block, copy NR at a time */
-    for (int64_t p = 0; p < kc; p++) {
-        const float *src = source_run(plan->vec, b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
-        for (int64_t j = 0; j < nc; j += nr)
-            copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
+    if (b->dtype == CVF_F32 && b->col_stride == 1) {
+        /* f32 rows read in place, 16 rows at a time, panel by panel: each panel gets 16 x NR
+         * contiguous floats in a row instead of one line in each of nc / NR panels per row (one
+         * write stream per panel cost 2.7% of a 768 x 3072 x 2048 product, 6x OpenBLAS's copy) */
+        const float *base = (const float *)b->data + p0 * b->row_stride + j0;
+        for (int64_t q = 0; q < kc; q += 16)
+            for (int64_t j = 0; j < nc; j += nr)
+                for (int64_t p = q; p < min64(q + 16, kc); p++)
+                    copy_floats(packed + j * kc + p * nr, base + p * b->row_stride + j, min64(nr, nc - j));
+    } else { /* rows contiguous: convert each row of the block, copy NR at a time */
+        for (int64_t p = 0; p < kc; p++) {
+            const float *src =
+                source_run(plan->vec, b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
+            for (int64_t j = 0; j < nc; j += nr)
+                copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
+        }
     }
     int64_t last = (nc - 1) / nr * nr; /* zero columns of the last panel */
     for (int64_t p = 0; p < kc; p++)
