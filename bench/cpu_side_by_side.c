@@ -64,9 +64,9 @@ int main(int argc, char **argv)
         wall[s] = malloc(sizeof(double) * (size_t)calls), cpu[s] = malloc(sizeof(double) * (size_t)calls);
     srand(1);
     for (int64_t i = 0; i < m * k; i++)
-        a[i] = (float)rand() / RAND_MAX - 0.5f;
+        a[i] = (float)((double)rand() / RAND_MAX - 0.5);
     for (int64_t i = 0; i < k * n; i++)
-        b[i] = (float)rand() / RAND_MAX - 0.5f;
+        b[i] = (float)((double)rand() / RAND_MAX - 0.5);
     cvf_context_options options = {CVF_DEVICE_CPU, threads, 0, NULL};
     cvf_context *ctx = NULL;
     if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS)
