@@ -133,7 +133,8 @@ typedef struct gemm_plan {
     int64_t row_tiles;           /* MR-row tiles of M (bias-gradient partials) */
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
     bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
-    bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed */
+    bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
+                                  * (unless A holds subnormals; the rest of the plan is the packed one) */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
     int64_t packers;             /* tasks that pack one B block together */
     int32_t threads;             /* threads the phases can use (slots of per-thread scratch) */
@@ -300,14 +301,8 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
      * would read and write all of it for a handful of rows; the dot tiles read it once, in place */
     plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
                b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
-    if (plan.dot) {
-        plan.splits = 1;
-        plan.multi_pass = false;
-    }
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
-    int64_t tasks = plan.dot          ? ceil_div(plan.n, plan.nr)
-                    : plan.splits > 1 ? max64(plan.splits, plan.row_tiles)
-                                      : plan.ic_blocks * plan.jr_chunks;
+    int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
     plan.packers = min64(4 * (int64_t)useful, ceil_div(plan.nc, plan.nr));
     plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers)));
@@ -879,6 +874,18 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     }
 }
 
+/* True when the rows of the f32 matrix x (unit column stride) hold a subnormal. */
+static bool has_subnormal(const cvf_matrix *x)
+{
+    uint32_t found = 0;
+    for (int64_t i = 0; i < x->rows; i++) {
+        const uint32_t *row = (const uint32_t *)((const float *)x->data + i * x->row_stride);
+        for (int64_t j = 0; j < x->cols; j++) /* exponent 0, mantissa not 0 */
+            found |= (uint32_t)((row[j] & 0x7F800000u) == 0 && (row[j] & 0x007FFFFFu) != 0);
+    }
+    return found != 0;
+}
+
 /* All of K on the pool. */
 static void run_blocks(cvf_context *ctx, gemm_job *job)
 {
@@ -977,7 +984,11 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (ep->bias)
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));
-    if (plan->dot) {
+    /* the dot tiles multiply vectors of A along K: on Intel cores a subnormal anywhere in 8 lanes
+     * sends the whole FMA to a microcode assist, so 1% of subnormals in A (GELU outputs of very
+     * negative inputs) made them 7x slower; the packed kernel broadcasts A elements and meets
+     * 8x fewer assists. The scan costs under 1% of the product. */
+    if (plan->dot && !has_subnormal(a)) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
     } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
