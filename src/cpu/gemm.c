@@ -133,6 +133,7 @@ typedef struct gemm_plan {
     int64_t row_tiles;           /* MR-row tiles of M (bias-gradient partials) */
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
     bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
+    bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
                                   * (unless A holds subnormals; the rest of the plan is the packed one) */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
@@ -263,6 +264,11 @@ static void choose_splits(gemm_plan *plan)
  * packed (one thread, AVX2; PERF.md, issue 16). */
 #define DOT_MAX_ROWS 16
 
+/* The largest M x N x K run by the direct kernel (kernels.h, cvf_cpu_direct_fn): below about
+ * this, packing A and B costs more than it saves (AVX2, one thread, CPU time against
+ * OpenBLAS-Haswell: 64^3 1.17x packed, 0.93x direct; 128^3 1.02-1.03x packed, 0.97x direct). */
+#define DIRECT_MAX_VOLUME (128 * 128 * 128)
+
 /* Threads worth waking for a product: about 8 MFLOP each at least (waking a worker costs
  * microseconds, as much as a few MFLOP), at most the pool. */
 static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, int64_t m, int64_t n, int64_t k)
@@ -299,6 +305,10 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     choose_splits(&plan);
     /* a few rows through a transposed f32 B (tokens through a PyTorch Linear weight): packing B
      * would read and write all of it for a handful of rows; the dot tiles read it once, in place */
+    /* tiny f32 products (not with forced blocks: the tests drive the blocked loops with those) */
+    plan.direct = plan.kernel->direct && cfg->forced.kc == 0 && !plan.multi_pass && plan.splits == 1 &&
+                  plan.k >= 1 && plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 &&
+                  b->dtype == CVF_F32 && a->col_stride == 1 && b->col_stride == 1;
     plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
                b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
@@ -874,6 +884,49 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     }
 }
 
+/* Task of a direct product: one MR-row panel of C against all of B, read in place; an edge panel
+ * of A (fewer than MR rows) or of B (fewer than NR columns) is copied zero-padded first. */
+static void direct_task(void *arg, int64_t task, int32_t thread)
+{
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *a = job->a, *b = job->b;
+    int64_t i0 = task * plan->mr, m = min64(plan->mr, plan->m - i0), k = plan->k;
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    thread_layout layout = thread_scratch(plan);
+    float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
+    const float *rows = (const float *)a->data + i0 * a->row_stride;
+    int64_t lda = a->row_stride;
+    if (m < plan->mr) { /* rows m .. MR-1 read as zeros (the packed A block's room holds MR x K) */
+        float *copy = (float *)(scratch + layout.a);
+        for (int64_t i = 0; i < plan->mr; i++)
+            for (int64_t p = 0; p < k; p++)
+                copy[i * k + p] = i < m ? rows[i * lda + p] : 0.0f;
+        rows = copy, lda = k;
+    }
+    const float *bias = job->ep->bias ? (const float *)(job->workspace + plan->off_bias) : NULL;
+    for (int64_t j0 = 0; j0 < plan->n; j0 += plan->nr) {
+        int64_t n = min64(plan->nr, plan->n - j0), ldb = b->row_stride;
+        const float *columns = (const float *)b->data + j0;
+        if (n < plan->nr) { /* columns n .. NR-1 read as zeros (the run room holds NR x K) */
+            float *copy = (float *)(scratch + layout.run);
+            for (int64_t p = 0; p < k; p++)
+                for (int64_t j = 0; j < plan->nr; j++)
+                    copy[p * plan->nr + j] = j < n ? columns[p * ldb + j] : 0.0f;
+            columns = copy, ldb = plan->nr;
+        }
+        if (job->fused_store) {
+            cvf_cpu_fused_store out = {element_at(job->c, i0, j0), job->c->row_stride, job->c->dtype,
+                                       bias ? bias + j0 : NULL, job->ep->activation == CVF_ACTIVATION_RELU};
+            plan->kernel->direct(k, rows, lda, columns, ldb, &out, m, n);
+        } else {
+            cvf_cpu_fused_store out = {tile, n, CVF_F32, NULL, 0};
+            plan->kernel->direct(k, rows, lda, columns, ldb, &out, m, n);
+            finish_tile(job, tile, n, i0, m, j0, n, aux);
+        }
+    }
+}
+
 /* True when the rows of the f32 matrix x (unit column stride) hold a subnormal. */
 static bool has_subnormal(const cvf_matrix *x)
 {
@@ -988,7 +1041,9 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
      * sends the whole FMA to a microcode assist, so 1% of subnormals in A (GELU outputs of very
      * negative inputs) made them 7x slower; the packed kernel broadcasts A elements and meets
      * 8x fewer assists. The scan costs under 1% of the product. */
-    if (plan->dot && !has_subnormal(a)) {
+    if (plan->direct) {
+        cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
+    } else if (plan->dot && !has_subnormal(a)) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
     } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);

@@ -251,6 +251,102 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a_panel, const void *
     }
 }
 
+/* ---- the direct kernel: A and B read in place ------------------------------------------------ */
+
+/* One k step of the direct loop at step s of the unrolled body: A element s of each of the six
+ * rows (rows 0-2 from a, 3-5 from a3, lda bytes apart), B row s (ldb bytes apart, row 3 through
+ * ldb3 = 3 ldb). */
+#define DSTEP(s, brow)                                                                                                 \
+    "vmovups " brow ", %%ymm0\n\t"                                                                                    \
+    "vmovups 32+" brow ", %%ymm1\n\t"                                                                                 \
+    "vbroadcastss " #s "*4(%[a]), %%ymm2\n\t"                                                                         \
+    "vbroadcastss " #s "*4(%[a],%[lda],1), %%ymm3\n\t"                                                                \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                                          \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                                          \
+    "vbroadcastss " #s "*4(%[a],%[lda],2), %%ymm2\n\t"                                                                \
+    "vbroadcastss " #s "*4(%[a3]), %%ymm3\n\t"                                                                        \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                                          \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                                         \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                                         \
+    "vbroadcastss " #s "*4(%[a3],%[lda],1), %%ymm2\n\t"                                                               \
+    "vbroadcastss " #s "*4(%[a3],%[lda],2), %%ymm3\n\t"                                                               \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                                         \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                                         \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                                         \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
+
+/* acc = A B over k steps, A's six rows lda floats apart and B's rows ldb floats apart, both read in
+ * place (same registers as tile_product). */
+static inline __attribute__((always_inline)) void tile_product_direct(int64_t k, const float *a, int64_t lda,
+                                                                      const float *b, int64_t ldb, tile *acc)
+{
+    int64_t quads = k / 4, rest = k % 4, lda_bytes = lda * 4, ldb_bytes = ldb * 4, ldb3 = 3 * ldb_bytes;
+    const float *a3 = a + 3 * lda;
+    __asm__ volatile("vxorps %%ymm4, %%ymm4, %%ymm4\n\t"
+                     "vxorps %%ymm5, %%ymm5, %%ymm5\n\t"
+                     "vxorps %%ymm6, %%ymm6, %%ymm6\n\t"
+                     "vxorps %%ymm7, %%ymm7, %%ymm7\n\t"
+                     "vxorps %%ymm8, %%ymm8, %%ymm8\n\t"
+                     "vxorps %%ymm9, %%ymm9, %%ymm9\n\t"
+                     "vxorps %%ymm10, %%ymm10, %%ymm10\n\t"
+                     "vxorps %%ymm11, %%ymm11, %%ymm11\n\t"
+                     "vxorps %%ymm12, %%ymm12, %%ymm12\n\t"
+                     "vxorps %%ymm13, %%ymm13, %%ymm13\n\t"
+                     "vxorps %%ymm14, %%ymm14, %%ymm14\n\t"
+                     "vxorps %%ymm15, %%ymm15, %%ymm15\n\t"
+                     "test %[quads], %[quads]\n\t"
+                     "jz 2f\n\t"
+                     ".p2align 5\n"
+                     "1:\n\t" DSTEP(0, "(%[b])") DSTEP(1, "(%[b],%[ldb],1)") DSTEP(2, "(%[b],%[ldb],2)")
+                         DSTEP(3, "(%[b],%[ldb3],1)") "add $16, %[a]\n\t"
+                                                      "add $16, %[a3]\n\t"
+                                                      "lea (%[b],%[ldb],4), %[b]\n\t"
+                                                      "dec %[quads]\n\t"
+                                                      "jnz 1b\n"
+                                                      "2:\n\t"
+                                                      "test %[rest], %[rest]\n\t"
+                                                      "jz 4f\n"
+                                                      "3:\n\t" DSTEP(0, "(%[b])") "add $4, %[a]\n\t"
+                                                      "add $4, %[a3]\n\t"
+                                                      "add %[ldb], %[b]\n\t"
+                                                      "dec %[rest]\n\t"
+                                                      "jnz 3b\n"
+                                                      "4:\n\t"
+                                                      "vmovaps %%ymm4, 0(%[acc])\n\t"
+                                                      "vmovaps %%ymm5, 32(%[acc])\n\t"
+                                                      "vmovaps %%ymm6, 64(%[acc])\n\t"
+                                                      "vmovaps %%ymm7, 96(%[acc])\n\t"
+                                                      "vmovaps %%ymm8, 128(%[acc])\n\t"
+                                                      "vmovaps %%ymm9, 160(%[acc])\n\t"
+                                                      "vmovaps %%ymm10, 192(%[acc])\n\t"
+                                                      "vmovaps %%ymm11, 224(%[acc])\n\t"
+                                                      "vmovaps %%ymm12, 256(%[acc])\n\t"
+                                                      "vmovaps %%ymm13, 288(%[acc])\n\t"
+                                                      "vmovaps %%ymm14, 320(%[acc])\n\t"
+                                                      "vmovaps %%ymm15, 352(%[acc])\n\t"
+                     : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [quads] "+r"(quads), [rest] "+r"(rest)
+                     : [acc] "r"(acc->v), [lda] "r"(lda_bytes), [ldb] "r"(ldb_bytes), [ldb3] "r"(ldb3)
+                     : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
+                       "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+
+void cvf_cpu_direct_f32_avx2(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             const cvf_cpu_fused_store *out, int64_t m, int64_t n)
+{
+    tile acc;
+    int64_t size = out->dtype == CVF_F32 ? 4 : 2;
+    prefetch_c((const char *)out->c, out->ldc * size, m, n * size);
+    tile_product_direct(k, a, lda, b, ldb, &acc);
+    switch (out->dtype) {
+    case CVF_F16: store_fused(&acc, out, CVF_F16, m, n); break;
+    case CVF_BF16: store_fused(&acc, out, CVF_BF16, m, n); break;
+    default: store_fused(&acc, out, CVF_F32, m, n); break;
+    }
+}
+
 /* ---- packing: rows interleaved into a micro-panel ------------------------------------------ */
 
 /* Transposes the 8 x 8 block r[0..7] in place: afterwards r[q] holds element q of each input row. */

@@ -66,6 +66,16 @@ typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, i
  *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[j * ldb + p]     (i < m <= MR, j < n <= NR)
  * fp32 everything, any alignment, k >= 1; nothing but the m x n corner is written.
  */
+/*
+ * The MR x NR tile of fp32 A and B read in place, for products too small for packing to pay:
+ *     acc[i][j] = sum over p < k of a[i * lda + p] * b[p * ldb + j]       (i < MR, j < NR)
+ * then stored as by the fused store (bias, ReLU, dtype) into the m x n corner of out. All MR rows
+ * of A and NR columns of B must be readable (the caller copies edge panels, zero-padded); any
+ * alignment; k >= 0.
+ */
+typedef void (*cvf_cpu_direct_fn)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                  const cvf_cpu_fused_store *out, int64_t m, int64_t n);
+
 typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb,
                                int64_t n, float *c, int64_t ldc);
 
@@ -79,6 +89,7 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_fused_kernel_fn run_fused; /* the same product with the fused store, or NULL */
     cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
+    cvf_cpu_direct_fn direct;          /* unpacked tiles for tiny products, or NULL */
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
@@ -105,6 +116,8 @@ void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c,
 void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out, int64_t m,
                                    int64_t n);
 void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
+void cvf_cpu_direct_f32_avx2(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             const cvf_cpu_fused_store *out, int64_t m, int64_t n);
 void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
                           float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
