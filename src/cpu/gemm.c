@@ -759,12 +759,19 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
     float *acc = job->acc;
     size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
     size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
+    /* the next B micro-panel is asked for into L2 a slice per kernel call, so that the first call
+     * on it does not wait for the L3 (the B block is larger than L2) */
+    int64_t calls = ceil_div(mc, plan->mr), lines = (int64_t)b_panel / 64, per_call = ceil_div(lines, calls);
     for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
         int64_t n = min64(plan->nr, pass->nc - jr);
         const char *b = packed_b + (size_t)(jr / plan->nr) * b_panel;
+        const char *next_b = jr + plan->nr < jr_last ? b + b_panel : NULL;
         for (int64_t ir = 0; ir < mc; ir += plan->mr) {
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            if (next_b)
+                for (int64_t l = ir / plan->mr * per_call, end = min64(l + per_call, lines); l < end; l++)
+                    __builtin_prefetch(next_b + l * 64, 0, 2);
             if (job->fused_store) {
                 const float *bias = job->ep->bias ? (const float *)(job->workspace + plan->off_bias) : NULL;
                 cvf_cpu_fused_store out = {element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride,
