@@ -692,6 +692,36 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
     }
 }
 
+/* Requests the lines of one row of x at (i, j0 .. j0 + n) (the first and the last: rows of 16
+ * values span one or two lines). */
+static inline void prefetch_row(const cvf_matrix *x, int64_t i, int64_t j0, int64_t n, int write)
+{
+    const char *first = element_at(x, i, j0), *last = element_at(x, i, j0 + n - 1);
+    if (write) {
+        __builtin_prefetch(first, 1, 3);
+        __builtin_prefetch(last, 1, 3);
+    } else {
+        __builtin_prefetch(first, 0, 3);
+        __builtin_prefetch(last, 0, 3);
+    }
+}
+
+/* Asks for the lines the epilogue of the m x n tile at (i0, j0) will touch in memory (C and
+ * aux_out written, aux_in read) before the kernel computes it, so that they arrive during the
+ * kernel instead of stalling the epilogue: the MLP backward's GELU' GEMM read fc1_output and
+ * wrote grad_fc1_output a miss per tile row (its epilogue took longer than its product). */
+static void prefetch_epilogue(const gemm_job *job, int64_t i0, int64_t m, int64_t j0, int64_t n)
+{
+    const cvf_epilogue *ep = job->ep;
+    for (int64_t r = 0; r < m; r++) {
+        prefetch_row(job->c, i0 + r, j0, n, 1);
+        if (ep->aux_in)
+            prefetch_row(ep->aux_in, i0 + r, j0, n, 0);
+        if (ep->aux_out)
+            prefetch_row(ep->aux_out, i0 + r, j0, n, 1);
+    }
+}
+
 /* Fills the parts of the tile epilogue that are the same for every tile, and whether the
  * one-call path applies (unit column strides). */
 static void prepare_tile_epilogue(gemm_job *job)
@@ -781,6 +811,7 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
                 continue;
             }
             if (!plan->multi_pass) {
+                prefetch_epilogue(job, i0 + ir, m, pass->j0 + jr, n);
                 kernel->run(pass->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
                 finish_tile(job, tile, n, i0 + ir, m, pass->j0 + jr, n, aux);
                 continue;
@@ -791,6 +822,8 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
                 continue;
             }
             float *block_tile = acc + (i0 + ir) * plan->acc_ld + jr;
+            if (pass->last && job->finish)
+                prefetch_epilogue(job, i0 + ir, m, pass->j0 + jr, n);
             kernel->run(pass->kc, a, b, block_tile, plan->acc_ld, m, n, !pass->first);
             if (pass->last && job->finish)
                 finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, pass->j0 + jr, n, aux);
