@@ -4,7 +4,8 @@
  * Reports both wall time and CPU time (CLOCK_PROCESS_CPUTIME_ID): on a shared, loaded machine the
  * wall time of a call swings with other processes' load, while the CPU time of a single-threaded
  * call does not (with more threads OpenBLAS's waiting threads spin and count CPU time; ours sleep).
- * (`cvfuse bench` times the fused ops; this is for tuning the GEMM itself.) Not part of the build (issue 16's tuning tool); build it by hand:
+ * (`cvfuse bench` times the fused ops; this is for tuning the GEMM itself.) Not part of the build (issue 16's tuning
+ * tool); build it by hand:
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_side_by_side.c build/libcvfuse.a \
  *       -lopenblas -lpthread -lm -o build/side_by_side
@@ -72,7 +73,8 @@ int main(int argc, char **argv)
     if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS)
         return 1;
     openblas_set_num_threads(threads);
-    cvf_matrix va = {a, CVF_F32, m, k, at ? 1 : k, at ? m : 1}, vb = {b, CVF_F32, k, n, bt ? 1 : n, bt ? k : 1}, vc = {c, CVF_F32, m, n, n, 1};
+    cvf_matrix va = {a, CVF_F32, m, k, at ? 1 : k, at ? m : 1}, vb = {b, CVF_F32, k, n, bt ? 1 : n, bt ? k : 1},
+               vc = {c, CVF_F32, m, n, n, 1};
     for (int call = -2; call < calls; call++) {
         for (int side = 0; side < 2; side++) {
             if (flush) /* cold caches: the weights come from memory, as in an MLP's steady state */
@@ -82,8 +84,8 @@ int main(int argc, char **argv)
                 if (cvf_matmul(ctx, &va, &vb, &vc, NULL) != CVF_STATUS_SUCCESS)
                     return 1;
             } else {
-                cblas_sgemm(CblasRowMajor, at ? CblasTrans : CblasNoTrans, bt ? CblasTrans : CblasNoTrans, (int)m, (int)n,
-                            (int)k, 1.0f, a, at ? (int)m : (int)k, b, bt ? (int)k : (int)n, 0.0f, c2, (int)n);
+                cblas_sgemm(CblasRowMajor, at ? CblasTrans : CblasNoTrans, bt ? CblasTrans : CblasNoTrans, (int)m,
+                            (int)n, (int)k, 1.0f, a, at ? (int)m : (int)k, b, bt ? (int)k : (int)n, 0.0f, c2, (int)n);
             }
             if (call >= 0) {
                 wall[side][call] = seconds(CLOCK_MONOTONIC) - w;
@@ -93,10 +95,11 @@ int main(int argc, char **argv)
     }
     double ours_w = median(wall[0], calls), base_w = median(wall[1], calls);
     double ours_c = median(cpu[0], calls), base_c = median(cpu[1], calls);
-    printf("f32%s%s %lldx%lldx%lld threads=%d calls=%d: wall ours %.4f ms openblas %.4f ms ratio %.3f | cpu ours %.4f ms "
-           "openblas %.4f ms ratio %.3f\n",
-           at ? " A^T" : "", bt ? " B^T" : "", (long long)m, (long long)n, (long long)k, threads, calls, 1e3 * ours_w, 1e3 * base_w,
-           ours_w / base_w, 1e3 * ours_c, 1e3 * base_c, ours_c / base_c);
+    printf(
+        "f32%s%s %lldx%lldx%lld threads=%d calls=%d: wall ours %.4f ms openblas %.4f ms ratio %.3f | cpu ours %.4f ms "
+        "openblas %.4f ms ratio %.3f\n",
+        at ? " A^T" : "", bt ? " B^T" : "", (long long)m, (long long)n, (long long)k, threads, calls, 1e3 * ours_w,
+        1e3 * base_w, ours_w / base_w, 1e3 * ours_c, 1e3 * base_c, ours_c / base_c);
     cvf_context_destroy(ctx);
     return 0;
 }

@@ -409,8 +409,8 @@ static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
                         want += (double)a[1 + i * lda + p] * (double)b[1 + j * ldb + p];
                         scale += fabs((double)a[1 + i * lda + p] * (double)b[1 + j * ldb + p]);
                     }
-                    bool ok = corner ? fabs((double)c[e] - want) <= TOLERANCE * scale
-                                     : bits_of(c[e]) == SUPPORT_POISON_F32;
+                    bool ok =
+                        corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
                     if (!ok && failures++ < MAX_EXAMPLES)
                         CHECK(false, "%s dot k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name,
                               (long long)ks[t], (long long)m, (long long)n, (long long)i, (long long)j,
@@ -458,8 +458,8 @@ static void test_direct(const cvf_cpu_kernel *k, uint64_t seed)
                         want += (double)a[1 + i * lda + p] * (double)b[1 + p * ldb + j];
                         scale += fabs((double)a[1 + i * lda + p] * (double)b[1 + p * ldb + j]);
                     }
-                    bool ok = corner ? fabs((double)c[e] - want) <= TOLERANCE * scale
-                                     : bits_of(c[e]) == SUPPORT_POISON_F32;
+                    bool ok =
+                        corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
                     if (!ok && failures++ < MAX_EXAMPLES)
                         CHECK(false, "%s direct k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name,
                               (long long)ks[t], (long long)m, (long long)n, (long long)i, (long long)j,

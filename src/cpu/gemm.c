@@ -215,7 +215,7 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
         kc = plan->k; /* one pass with the B micro-panel streamed from L2: cheaper than writing,
                        * reading back and finishing an fp32 block (K = 768 on AVX2: 87.9 ms against
                        * 97.8 for two passes through the block, 2048 x 3072 on one thread) */
-    else /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
+    else              /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
         kc = ceil_div(plan->k, ceil_div(plan->k, kc));
     plan->kc = round_up(kc, 2);
     plan->multi_pass = plan->k > plan->kc;
@@ -229,8 +229,8 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
      * each B micro-panel brought to L1 serves too few kernel calls (768 rows in 7 blocks of 112
      * ran at 70% of the speed of 4 blocks of 192) */
     if (forced_mc <= 0)
-        blocks = max64(blocks, min64(4 * threads, ceil_div(max64(plan->m, 1),
-                                                          max64(MIN_BLOCK_PANELS * plan->mr, MIN_BLOCK_ROWS))));
+        blocks = max64(blocks, min64(4 * threads,
+                                     ceil_div(max64(plan->m, 1), max64(MIN_BLOCK_PANELS * plan->mr, MIN_BLOCK_ROWS))));
     blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
     plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
     blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
@@ -310,9 +310,9 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* a few rows through a transposed f32 B (tokens through a PyTorch Linear weight): packing B
      * would read and write all of it for a handful of rows; the dot tiles read it once, in place */
     /* tiny f32 products (not with forced blocks: the tests drive the blocked loops with those) */
-    plan.direct = plan.kernel->direct && cfg->forced.kc == 0 && !plan.multi_pass && plan.splits == 1 &&
-                  plan.k >= 1 && plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 &&
-                  b->dtype == CVF_F32 && a->col_stride == 1 && b->col_stride == 1;
+    plan.direct = plan.kernel->direct && cfg->forced.kc == 0 && !plan.multi_pass && plan.splits == 1 && plan.k >= 1 &&
+                  plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 && b->dtype == CVF_F32 &&
+                  a->col_stride == 1 && b->col_stride == 1;
     plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
                b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
@@ -328,7 +328,8 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
      * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
     plan.direct_c = plan.multi_pass && plan.splits == 1 && plain;
     plan.acc_ld = plan.nc + 16;
-    plan.acc_stride = plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
+    plan.acc_stride =
+        plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
     size_t b_bytes = plan.b_stride * (size_t)max64(plan.splits, 2); /* a buffer per slice, or two */
     size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
@@ -412,8 +413,8 @@ static void prefetch_runs(const cvf_matrix *x, const int64_t *offsets, int64_t s
 
 /* One micro-panel from `count` runs of x that start at offsets[r] and advance by `stride`:
  * contiguous f32 runs are read in place, others converted into run (room for count x kc). */
-static void pack_panel(const gemm_plan *plan, const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
-                       int64_t kc, float *dst, float *run)
+static void pack_panel(const gemm_plan *plan, const cvf_matrix *x, const int64_t *offsets, int64_t stride,
+                       int64_t count, int64_t width, int64_t kc, float *dst, float *run)
 {
     const float *rows[CVF_CPU_NR_MAX];
     for (int64_t r = 0; r < count; r++)
@@ -446,7 +447,8 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
     }
     /* columns contiguous (a transposed view): convert each column, copy MR at a time */
     for (int64_t p = 0; p < kc; p++) {
-        const float *src = source_run(plan->vec, a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
+        const float *src =
+            source_run(plan->vec, a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
         for (int64_t i = 0; i < mc; i += mr)
             copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
     }

@@ -35,25 +35,25 @@ typedef struct tile {
 
 /* One k step of the loop at step s of the unrolled body (A at s * 24 bytes, B at s * 64). */
 #define STEP(s)                                                                                                        \
-    "vmovaps " #s "*64(%[b]), %%ymm0\n\t"                                                                               \
-    "vmovaps " #s "*64+32(%[b]), %%ymm1\n\t"                                                                            \
-    "vbroadcastss " #s "*24(%[a]), %%ymm2\n\t"                                                                          \
-    "vbroadcastss " #s "*24+4(%[a]), %%ymm3\n\t"                                                                        \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                             \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                                             \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                                             \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                                             \
-    "vbroadcastss " #s "*24+8(%[a]), %%ymm2\n\t"                                                                        \
-    "vbroadcastss " #s "*24+12(%[a]), %%ymm3\n\t"                                                                       \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                                             \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                                             \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                                             \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                                             \
-    "vbroadcastss " #s "*24+16(%[a]), %%ymm2\n\t"                                                                       \
-    "vbroadcastss " #s "*24+20(%[a]), %%ymm3\n\t"                                                                       \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                                             \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                                             \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                                             \
+    "vmovaps " #s "*64(%[b]), %%ymm0\n\t"                                                                              \
+    "vmovaps " #s "*64+32(%[b]), %%ymm1\n\t"                                                                           \
+    "vbroadcastss " #s "*24(%[a]), %%ymm2\n\t"                                                                         \
+    "vbroadcastss " #s "*24+4(%[a]), %%ymm3\n\t"                                                                       \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                           \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                                           \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                                           \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                                           \
+    "vbroadcastss " #s "*24+8(%[a]), %%ymm2\n\t"                                                                       \
+    "vbroadcastss " #s "*24+12(%[a]), %%ymm3\n\t"                                                                      \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                                           \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                                           \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                                          \
+    "vbroadcastss " #s "*24+16(%[a]), %%ymm2\n\t"                                                                      \
+    "vbroadcastss " #s "*24+20(%[a]), %%ymm3\n\t"                                                                      \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                                          \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                                          \
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 
 /* acc = A B over kc steps of the packed panels (acc is overwritten). Registers: B in ymm0-1, A
@@ -77,31 +77,32 @@ static inline __attribute__((always_inline)) void tile_product(int64_t kc, const
                      "jz 2f\n\t"
                      ".p2align 5\n"
                      "1:\n\t"
-                     "prefetcht0 " A_PREFETCH "(%[a])\n\t" STEP(0) STEP(1) "prefetcht0 " A_PREFETCH
-                     "+64(%[a])\n\t" STEP(2) STEP(3) "add $96, %[a]\n\t"
-                     "add $256, %[b]\n\t"
-                     "dec %[quads]\n\t"
-                     "jnz 1b\n"
-                     "2:\n\t"
-                     "test %[rest], %[rest]\n\t"
-                     "jz 4f\n"
-                     "3:\n\t" STEP(0) "add $24, %[a]\n\t"
-                     "add $64, %[b]\n\t"
-                     "dec %[rest]\n\t"
-                     "jnz 3b\n"
-                     "4:\n\t"
-                     "vmovaps %%ymm4, 0(%[acc])\n\t"
-                     "vmovaps %%ymm5, 32(%[acc])\n\t"
-                     "vmovaps %%ymm6, 64(%[acc])\n\t"
-                     "vmovaps %%ymm7, 96(%[acc])\n\t"
-                     "vmovaps %%ymm8, 128(%[acc])\n\t"
-                     "vmovaps %%ymm9, 160(%[acc])\n\t"
-                     "vmovaps %%ymm10, 192(%[acc])\n\t"
-                     "vmovaps %%ymm11, 224(%[acc])\n\t"
-                     "vmovaps %%ymm12, 256(%[acc])\n\t"
-                     "vmovaps %%ymm13, 288(%[acc])\n\t"
-                     "vmovaps %%ymm14, 320(%[acc])\n\t"
-                     "vmovaps %%ymm15, 352(%[acc])\n\t"
+                     "prefetcht0 " A_PREFETCH "(%[a])\n\t" STEP(0)
+                         STEP(1) "prefetcht0 " A_PREFETCH "+64(%[a])\n\t" STEP(2)
+                             STEP(3) "add $96, %[a]\n\t"
+                                     "add $256, %[b]\n\t"
+                                     "dec %[quads]\n\t"
+                                     "jnz 1b\n"
+                                     "2:\n\t"
+                                     "test %[rest], %[rest]\n\t"
+                                     "jz 4f\n"
+                                     "3:\n\t" STEP(0) "add $24, %[a]\n\t"
+                                                      "add $64, %[b]\n\t"
+                                                      "dec %[rest]\n\t"
+                                                      "jnz 3b\n"
+                                                      "4:\n\t"
+                                                      "vmovaps %%ymm4, 0(%[acc])\n\t"
+                                                      "vmovaps %%ymm5, 32(%[acc])\n\t"
+                                                      "vmovaps %%ymm6, 64(%[acc])\n\t"
+                                                      "vmovaps %%ymm7, 96(%[acc])\n\t"
+                                                      "vmovaps %%ymm8, 128(%[acc])\n\t"
+                                                      "vmovaps %%ymm9, 160(%[acc])\n\t"
+                                                      "vmovaps %%ymm10, 192(%[acc])\n\t"
+                                                      "vmovaps %%ymm11, 224(%[acc])\n\t"
+                                                      "vmovaps %%ymm12, 256(%[acc])\n\t"
+                                                      "vmovaps %%ymm13, 288(%[acc])\n\t"
+                                                      "vmovaps %%ymm14, 320(%[acc])\n\t"
+                                                      "vmovaps %%ymm15, 352(%[acc])\n\t"
                      : [a] "+r"(a), [b] "+r"(b), [quads] "+r"(quads), [rest] "+r"(rest)
                      : [acc] "r"(acc->v)
                      : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
@@ -214,7 +215,7 @@ static inline __attribute__((always_inline)) void store_fused(const tile *acc, c
     __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0;
     if (out->bias) {
         bias0 = n0 == 8 ? _mm256_loadu_ps(out->bias) : _mm256_maskload_ps(out->bias, lane_mask(n0));
-        bias1 = n1 == 8   ? _mm256_loadu_ps(out->bias + 8)
+        bias1 = n1 == 8  ? _mm256_loadu_ps(out->bias + 8)
                 : n1 > 0 ? _mm256_maskload_ps(out->bias + 8, lane_mask(n1))
                          : bias1;
     }
@@ -257,25 +258,25 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a_panel, const void *
  * rows (rows 0-2 from a, 3-5 from a3, lda bytes apart), B row s (ldb bytes apart, row 3 through
  * ldb3 = 3 ldb). */
 #define DSTEP(s, brow)                                                                                                 \
-    "vmovups " brow ", %%ymm0\n\t"                                                                                    \
-    "vmovups 32+" brow ", %%ymm1\n\t"                                                                                 \
-    "vbroadcastss " #s "*4(%[a]), %%ymm2\n\t"                                                                         \
-    "vbroadcastss " #s "*4(%[a],%[lda],1), %%ymm3\n\t"                                                                \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                          \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                                          \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                                          \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                                          \
-    "vbroadcastss " #s "*4(%[a],%[lda],2), %%ymm2\n\t"                                                                \
-    "vbroadcastss " #s "*4(%[a3]), %%ymm3\n\t"                                                                        \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                                          \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                                          \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                                         \
-    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                                         \
-    "vbroadcastss " #s "*4(%[a3],%[lda],1), %%ymm2\n\t"                                                               \
-    "vbroadcastss " #s "*4(%[a3],%[lda],2), %%ymm3\n\t"                                                               \
-    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                                         \
-    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                                         \
-    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                                         \
+    "vmovups " brow ", %%ymm0\n\t"                                                                                     \
+    "vmovups 32+" brow ", %%ymm1\n\t"                                                                                  \
+    "vbroadcastss " #s "*4(%[a]), %%ymm2\n\t"                                                                          \
+    "vbroadcastss " #s "*4(%[a],%[lda],1), %%ymm3\n\t"                                                                 \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                           \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm5\n\t"                                                                           \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm6\n\t"                                                                           \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm7\n\t"                                                                           \
+    "vbroadcastss " #s "*4(%[a],%[lda],2), %%ymm2\n\t"                                                                 \
+    "vbroadcastss " #s "*4(%[a3]), %%ymm3\n\t"                                                                         \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm8\n\t"                                                                           \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm9\n\t"                                                                           \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm10\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm3, %%ymm11\n\t"                                                                          \
+    "vbroadcastss " #s "*4(%[a3],%[lda],1), %%ymm2\n\t"                                                                \
+    "vbroadcastss " #s "*4(%[a3],%[lda],2), %%ymm3\n\t"                                                                \
+    "vfmadd231ps %%ymm0, %%ymm2, %%ymm12\n\t"                                                                          \
+    "vfmadd231ps %%ymm1, %%ymm2, %%ymm13\n\t"                                                                          \
+    "vfmadd231ps %%ymm0, %%ymm3, %%ymm14\n\t"                                                                          \
     "vfmadd231ps %%ymm1, %%ymm3, %%ymm15\n\t"
 
 /* acc = A B over k steps, A's six rows lda floats apart and B's rows ldb floats apart, both read in
@@ -310,23 +311,23 @@ static inline __attribute__((always_inline)) void tile_product_direct(int64_t k,
                                                       "test %[rest], %[rest]\n\t"
                                                       "jz 4f\n"
                                                       "3:\n\t" DSTEP(0, "(%[b])") "add $4, %[a]\n\t"
-                                                      "add $4, %[a3]\n\t"
-                                                      "add %[ldb], %[b]\n\t"
-                                                      "dec %[rest]\n\t"
-                                                      "jnz 3b\n"
-                                                      "4:\n\t"
-                                                      "vmovaps %%ymm4, 0(%[acc])\n\t"
-                                                      "vmovaps %%ymm5, 32(%[acc])\n\t"
-                                                      "vmovaps %%ymm6, 64(%[acc])\n\t"
-                                                      "vmovaps %%ymm7, 96(%[acc])\n\t"
-                                                      "vmovaps %%ymm8, 128(%[acc])\n\t"
-                                                      "vmovaps %%ymm9, 160(%[acc])\n\t"
-                                                      "vmovaps %%ymm10, 192(%[acc])\n\t"
-                                                      "vmovaps %%ymm11, 224(%[acc])\n\t"
-                                                      "vmovaps %%ymm12, 256(%[acc])\n\t"
-                                                      "vmovaps %%ymm13, 288(%[acc])\n\t"
-                                                      "vmovaps %%ymm14, 320(%[acc])\n\t"
-                                                      "vmovaps %%ymm15, 352(%[acc])\n\t"
+                                                                                  "add $4, %[a3]\n\t"
+                                                                                  "add %[ldb], %[b]\n\t"
+                                                                                  "dec %[rest]\n\t"
+                                                                                  "jnz 3b\n"
+                                                                                  "4:\n\t"
+                                                                                  "vmovaps %%ymm4, 0(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm5, 32(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm6, 64(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm7, 96(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm8, 128(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm9, 160(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm10, 192(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm11, 224(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm12, 256(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm13, 288(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm14, 320(%[acc])\n\t"
+                                                                                  "vmovaps %%ymm15, 352(%[acc])\n\t"
                      : [a] "+r"(a), [a3] "+r"(a3), [b] "+r"(b), [quads] "+r"(quads), [rest] "+r"(rest)
                      : [acc] "r"(acc->v), [lda] "r"(lda_bytes), [ldb] "r"(ldb_bytes), [ldb3] "r"(ldb3)
                      : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
@@ -370,8 +371,7 @@ static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
  * dst (lanes = min(8, width - r0)): 8 k steps at a time through an 8 x 8 transpose. A group of
  * fewer than 8 lanes is written with full 8-lane stores in increasing k, each overwriting the
  * previous step's 8 - lanes spill into its own slot; only the panel's very last step is masked. */
-static void interleave_group(const float *const *rows, int64_t count, int64_t width, int64_t kc, int64_t r0,
-                             float *dst)
+static void interleave_group(const float *const *rows, int64_t count, int64_t width, int64_t kc, int64_t r0, float *dst)
 {
     int64_t lanes = width - r0 < 8 ? width - r0 : 8;
     __m256i store_mask = lane_mask(lanes);
