@@ -259,7 +259,7 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a_panel, const void *
  * ldb3 = 3 ldb). */
 #define DSTEP(s, brow)                                                                                                 \
     "vmovups " brow ", %%ymm0\n\t"                                                                                     \
-    "vmovups 32+" brow ", %%ymm1\n\t"                                                                                  \
+    "vmovups 32" brow ", %%ymm1\n\t"                                                                                  \
     "vbroadcastss " #s "*4(%[a]), %%ymm2\n\t"                                                                          \
     "vbroadcastss " #s "*4(%[a],%[lda],1), %%ymm3\n\t"                                                                 \
     "vfmadd231ps %%ymm0, %%ymm2, %%ymm4\n\t"                                                                           \
