@@ -328,6 +328,148 @@ static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
     free(a), free(b), free(bias), free(out);
 }
 
+/* The panel interleave of kernels that have one, against the definition in kernels.h: widths MR
+ * and NR, every count of rows, kc around the 8-step blocks, rows at odd addresses; the floats
+ * after the panel must keep their poison. */
+static void test_interleave(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    if (!k->interleave)
+        return;
+    static const int64_t kcs[] = {0, 1, 3, 7, 8, 9, 16, 17, 63, 64, 65, 255};
+    enum { GUARD = 16 };
+    cvft_rng rng = cvft_rng_make(seed);
+    float *source = alloc_aligned(sizeof(float) * (size_t)(CVF_CPU_NR_MAX * (KC_MAX + 1)));
+    float *dst = alloc_aligned(sizeof(float) * (size_t)(CVF_CPU_NR_MAX * KC_MAX + GUARD));
+    if (!CHECK(source && dst, "out of memory")) {
+        free(source), free(dst);
+        return;
+    }
+    int failures = 0;
+    const int64_t widths[] = {k->mr, k->nr};
+    for (int w = 0; w < 2; w++)
+        for (size_t t = 0; t < sizeof kcs / sizeof kcs[0]; t++)
+            for (int64_t count = 1; count <= widths[w]; count++) {
+                int64_t width = widths[w], kc = kcs[t];
+                const float *rows[CVF_CPU_NR_MAX];
+                for (int64_t r = 0; r < count; r++) {
+                    float *row = source + r * (KC_MAX + 1) + (r % 2); /* odd rows start one float later */
+                    for (int64_t p = 0; p < kc; p++)
+                        row[p] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+                    rows[r] = row;
+                }
+                for (int64_t e = 0; e < width * kc + GUARD; e++)
+                    dst[e] = float_of(SUPPORT_POISON_F32);
+                k->interleave(rows, count, width, kc, dst);
+                for (int64_t e = 0; e < width * kc + GUARD; e++) {
+                    int64_t p = e / width, r = e % width;
+                    uint32_t want = e >= width * kc ? SUPPORT_POISON_F32 : r < count ? bits_of(rows[r][p]) : 0u;
+                    if (bits_of(dst[e]) != want && failures++ < MAX_EXAMPLES)
+                        CHECK(false, "%s interleave width=%lld count=%lld kc=%lld: dst[%lld] = 0x%08X, want 0x%08X",
+                              k->name, (long long)width, (long long)count, (long long)kc, (long long)e,
+                              (unsigned)bits_of(dst[e]), (unsigned)want);
+                }
+            }
+    CHECK(failures == 0, "%s interleave: %d wrong elements", k->name, failures);
+    free(source), free(dst);
+}
+
+/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64: every
+ * m x n corner of MR x NR, k around the 8-wide steps (1, odd, exact, long), rows of A and B at odd
+ * addresses and strides; C outside the corner must keep its poison. */
+static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    if (!k->dot)
+        return;
+    static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255};
+    const int64_t lda = KC_MAX + 3, ldb = KC_MAX + 5, ldc = k->nr + LDC_EXTRA;
+    cvft_rng rng = cvft_rng_make(seed);
+    float *a = alloc_aligned(sizeof(float) * (size_t)(k->mr * lda + 1));
+    float *b = alloc_aligned(sizeof(float) * (size_t)(k->nr * ldb + 1));
+    float *c = alloc_aligned(sizeof(float) * (size_t)(k->mr * ldc + 1));
+    if (!CHECK(a && b && c, "out of memory")) {
+        free(a), free(b), free(c);
+        return;
+    }
+    for (int64_t e = 0; e < k->mr * lda + 1; e++)
+        a[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+    for (int64_t e = 0; e < k->nr * ldb + 1; e++)
+        b[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+    int failures = 0;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
+        for (int64_t m = 1; m <= k->mr; m++)
+            for (int64_t n = 1; n <= k->nr; n++) {
+                for (int64_t e = 0; e < k->mr * ldc + 1; e++)
+                    c[e] = float_of(SUPPORT_POISON_F32);
+                k->dot(ks[t], a + 1, lda, m, b + 1, ldb, n, c + 1, ldc);
+                for (int64_t e = 0; e < k->mr * ldc + 1; e++) {
+                    int64_t i = (e - 1) / ldc, j = (e - 1) % ldc;
+                    bool corner = e >= 1 && i < m && j < n;
+                    double want = 0, scale = 0;
+                    for (int64_t p = 0; corner && p < ks[t]; p++) {
+                        want += (double)a[1 + i * lda + p] * (double)b[1 + j * ldb + p];
+                        scale += fabs((double)a[1 + i * lda + p] * (double)b[1 + j * ldb + p]);
+                    }
+                    bool ok =
+                        corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
+                    if (!ok && failures++ < MAX_EXAMPLES)
+                        CHECK(false, "%s dot k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name,
+                              (long long)ks[t], (long long)m, (long long)n, (long long)i, (long long)j,
+                              corner ? "corner" : "outside the corner", (double)c[e], want);
+                }
+            }
+    CHECK(failures == 0, "%s dot: %d wrong elements", k->name, failures);
+    free(a), free(b), free(c);
+}
+
+/* The direct kernel of kernels that have one (kernels.h, cvf_cpu_direct_fn) against float64:
+ * every m x n corner, k = 0, 1, odd, around the 4-step unrolling and long, A and B read in place
+ * with odd strides and addresses, f32 output with poison outside the corner. */
+static void test_direct(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    if (!k->direct)
+        return;
+    static const int64_t ks[] = {0, 1, 2, 3, 4, 5, 7, 16, 255};
+    const int64_t lda = KC_MAX + 3, ldb = k->nr + 5, ldc = k->nr + LDC_EXTRA;
+    cvft_rng rng = cvft_rng_make(seed);
+    float *a = alloc_aligned(sizeof(float) * (size_t)(k->mr * lda + 1));
+    float *b = alloc_aligned(sizeof(float) * (size_t)(KC_MAX * ldb + 1));
+    float *c = alloc_aligned(sizeof(float) * (size_t)(k->mr * ldc + 1));
+    if (!CHECK(a && b && c, "out of memory")) {
+        free(a), free(b), free(c);
+        return;
+    }
+    for (int64_t e = 0; e < k->mr * lda + 1; e++)
+        a[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+    for (int64_t e = 0; e < KC_MAX * ldb + 1; e++)
+        b[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+    int failures = 0;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
+        for (int64_t m = 1; m <= k->mr; m++)
+            for (int64_t n = 1; n <= k->nr; n++) {
+                for (int64_t e = 0; e < k->mr * ldc + 1; e++)
+                    c[e] = float_of(SUPPORT_POISON_F32);
+                cvf_cpu_fused_store out = {c + 1, ldc, CVF_F32, NULL, 0};
+                k->direct(ks[t], a + 1, lda, b + 1, ldb, &out, m, n);
+                for (int64_t e = 0; e < k->mr * ldc + 1; e++) {
+                    int64_t i = (e - 1) / ldc, j = (e - 1) % ldc;
+                    bool corner = e >= 1 && i < m && j < n;
+                    double want = 0, scale = 0;
+                    for (int64_t p = 0; corner && p < ks[t]; p++) {
+                        want += (double)a[1 + i * lda + p] * (double)b[1 + p * ldb + j];
+                        scale += fabs((double)a[1 + i * lda + p] * (double)b[1 + p * ldb + j]);
+                    }
+                    bool ok =
+                        corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
+                    if (!ok && failures++ < MAX_EXAMPLES)
+                        CHECK(false, "%s direct k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name,
+                              (long long)ks[t], (long long)m, (long long)n, (long long)i, (long long)j,
+                              corner ? "corner" : "outside the corner", (double)c[e], want);
+                }
+            }
+    CHECK(failures == 0, "%s direct: %d wrong elements", k->name, failures);
+    free(a), free(b), free(c);
+}
+
 int main(void)
 {
     static const cvf_dtype pairs[][2] = {{CVF_F32, CVF_F32}, {CVF_BF16, CVF_BF16}};
@@ -353,6 +495,9 @@ int main(void)
                 tested[tested_count++] = k;
                 test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
                 test_fused_store(k, 0xF05Eu + (uint64_t)level);
+                test_interleave(k, 0x1A7Eu + (uint64_t)level);
+                test_dot(k, 0xD07u + (uint64_t)level);
+                test_direct(k, 0xD12Eu + (uint64_t)level);
             }
         }
     }

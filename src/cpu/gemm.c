@@ -16,9 +16,10 @@
  * bias-gradient partial sum of the tile's rows. Partials are kept per MR-row tile and combined in
  * tile order, so bias gradients are bit-identical for any thread count.
  *
- * Block sizes come from the cache sizes read at run time (cpu/caches), so the same binary fits
- * other CPUs.
+ * Block sizes come from the cache sizes read at run time (once per process), so the same binary
+ * fits other CPUs.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ static int64_t shared_l3_size(void)
     return (int64_t)kib << 10;
 }
 
-/* The machine's cache sizes; cheap enough to read per call (no global state). */
+/* The machine's cache sizes from sysconf and sysfs. */
 static cache_sizes read_caches(void)
 {
     cache_sizes caches = {cache_size(_SC_LEVEL1_DCACHE_SIZE, 32 << 10), cache_size(_SC_LEVEL2_CACHE_SIZE, 1 << 20),
@@ -69,9 +70,61 @@ static cache_sizes read_caches(void)
     return caches;
 }
 
+/* Block sizes forced by CVF_CPU_BLOCKS (zeros when unset). */
+typedef struct forced_blocks {
+    int64_t kc, mc, nc;
+} forced_blocks;
+
+/*
+ * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
+ * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
+ */
+static forced_blocks read_forced_blocks(void)
+{
+    forced_blocks forced = {0, 0, 0};
+    const char *text = getenv("CVF_CPU_BLOCKS");
+    long long k = 0, m = 0, n = 0;
+    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 && m <= 65536 &&
+        n <= 65536) {
+        forced.kc = k, forced.mc = m, forced.nc = n;
+    }
+    return forced;
+}
+
+/* What the planner reads from the machine and the environment: process-wide read-only
+ * configuration, detected once (pthread_once) on the first call. Reading it per call cost two
+ * sysconf calls, an open/read/close of a sysfs file and two getenv per plan, twice per call
+ * (workspace query and run): about 7 us of a 13 us 64^3 product on a 2-core VM. */
+typedef struct cpu_config {
+    cache_sizes caches;
+    forced_blocks forced;
+    cvf_cpu_isa isa;
+    const cvf_cpu_vec_ops *vec;
+} cpu_config;
+
+static cpu_config config;
+static pthread_once_t config_once = PTHREAD_ONCE_INIT;
+
+/* Fills config (run once by pthread_once). */
+static void detect_config(void)
+{
+    config.caches = read_caches();
+    config.forced = read_forced_blocks();
+    config.isa = cvf_cpu_isa_active();
+    config.vec = cvf_cpu_vec_ops_for(config.isa);
+}
+
+/* The process-wide configuration, detected on first use. */
+static const cpu_config *cpu_configuration(void)
+{
+    pthread_once(&config_once, detect_config);
+    return &config;
+}
+
 /* Everything one GEMM call decides before it runs: the kernel, block sizes, workspace layout. */
 typedef struct gemm_plan {
     const cvf_cpu_kernel *kernel;
+    const cvf_cpu_vec_ops *vec; /* the level's vector operations (conversions, epilogue) */
     int64_t mr, nr, m, n, k;
     int64_t kc, mc, nc;          /* block sizes; kc even for bf16 pairs */
     int64_t ic_blocks;           /* MC-row blocks of M */
@@ -79,6 +132,10 @@ typedef struct gemm_plan {
     int64_t elt;                 /* bytes of one packed element */
     int64_t row_tiles;           /* MR-row tiles of M (bias-gradient partials) */
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
+    bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
+    bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
+    bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
+                                  * (unless A holds subnormals; the rest of the plan is the packed one) */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
     int64_t packers;             /* tasks that pack one B block together */
     int32_t threads;             /* threads the phases can use (slots of per-thread scratch) */
@@ -127,44 +184,38 @@ static thread_layout thread_scratch(const gemm_plan *plan)
     return t;
 }
 
-/* The fewest MR panels of an MC block when M is cut into more blocks than the L2 needs. */
+/* The fewest MR panels, and rows, of an MC block when M is cut into more blocks than the L2 needs
+ * (16 AVX2 panels are only 96 rows: 768 x 3072 x 2048 ran 5% slower in 8 blocks of 96 than in 4
+ * of 192 on 2 threads, as AVX-512's 7 blocks of 112 did against 4 of 192). */
 #define MIN_BLOCK_PANELS 16
-
-/*
- * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
- * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
- */
-static void read_forced_blocks(int64_t *kc, int64_t *mc, int64_t *nc)
-{
-    const char *text = getenv("CVF_CPU_BLOCKS");
-    long long k = 0, m = 0, n = 0;
-    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 && m <= 65536 &&
-        n <= 65536) {
-        *kc = k, *mc = m, *nc = n;
-    }
-}
+#define MIN_BLOCK_ROWS 192
 
 /*
  * Chooses block sizes for the kernel and the caches:
  *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic (but
  *       a K whose micro-panel fits in 3/4 of L1 runs as one pass: no fp32 block, and the tile
- *       goes from the kernel's registers to the epilogue);
+ *       goes from the kernel's registers to the epilogue; so does one within 2 x L1 when the
+ *       output needs the block, i.e. is not a plain f32 product accumulating in C);
  *   MC: the packed A block (MC x KC) takes about half of L2;
  *   NC: the packed B block (KC x NC) takes about a quarter of L3 (shared by the cores);
  * then M is cut into at least a few MC blocks per thread
  * (or, when M is short, the NC block's panels into chunks) so that the threads share the work.
  */
-static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t pool_threads)
+static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads, bool plain)
 {
+    const cache_sizes *caches = &cfg->caches;
     int64_t kc = caches->l1 / 2 / (plan->nr * plan->elt);
     kc = min64(max64(kc & ~(int64_t)15, 64), 512);
-    int64_t forced_kc = 0, forced_mc = 0, forced_nc = 0;
-    read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
+    int64_t forced_kc = cfg->forced.kc, forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
     if (forced_kc > 0)
         kc = forced_kc;
     else if (plan->k * plan->nr * plan->elt <= caches->l1 * 3 / 4) /* one pass: no fp32 block */
         kc = max64(plan->k, 1);
-    else /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
+    else if (!plain && plan->k * plan->nr * plan->elt <= caches->l1 * 2)
+        kc = plan->k; /* one pass with the B micro-panel streamed from L2: cheaper than writing,
+                       * reading back and finishing an fp32 block (K = 768 on AVX2: 87.9 ms against
+                       * 97.8 for two passes through the block, 2048 x 3072 on one thread) */
+    else              /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
         kc = ceil_div(plan->k, ceil_div(plan->k, kc));
     plan->kc = round_up(kc, 2);
     plan->multi_pass = plan->k > plan->kc;
@@ -178,7 +229,8 @@ static void choose_blocks(gemm_plan *plan, const cache_sizes *caches, int32_t po
      * each B micro-panel brought to L1 serves too few kernel calls (768 rows in 7 blocks of 112
      * ran at 70% of the speed of 4 blocks of 192) */
     if (forced_mc <= 0)
-        blocks = max64(blocks, min64(4 * threads, ceil_div(max64(plan->m, 1), MIN_BLOCK_PANELS * plan->mr)));
+        blocks = max64(blocks, min64(4 * threads,
+                                     ceil_div(max64(plan->m, 1), max64(MIN_BLOCK_PANELS * plan->mr, MIN_BLOCK_ROWS))));
     blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
     plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
     blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
@@ -211,13 +263,21 @@ static void choose_splits(gemm_plan *plan)
     plan->jr_chunks = 1;
 }
 
+/* The most rows of a product that the dot tiles take (kernels.h, cvf_cpu_dot_fn): the MLP's
+ * tokens at S = 1..16. At S = 8, 8 x 3072 x 768 through W^T took 0.74 ms instead of 1.41 ms
+ * packed (one thread, AVX2; PERF.md, issue 16). */
+#define DOT_MAX_ROWS 16
+
+/* The largest M x N x K run by the direct kernel (kernels.h, cvf_cpu_direct_fn): below about
+ * this, packing A and B costs more than it saves (AVX2, one thread, CPU time against
+ * OpenBLAS-Haswell: 64^3 1.17x packed, 0.93x direct; 128^3 1.02-1.03x packed, 0.97x direct). */
+#define DIRECT_MAX_VOLUME (128 * 128 * 128)
+
 /* Threads worth waking for a product: about 8 MFLOP each at least (waking a worker costs
  * microseconds, as much as a few MFLOP), at most the pool. */
-static int32_t useful_threads(const cvf_context *ctx, int64_t m, int64_t n, int64_t k)
+static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, int64_t m, int64_t n, int64_t k)
 {
-    int64_t forced_kc = 0, forced_mc = 0, forced_nc = 0;
-    read_forced_blocks(&forced_kc, &forced_mc, &forced_nc);
-    if (forced_kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
+    if (cfg->forced.kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
         return cvf_threadpool_size(ctx->pool);
     double flops = 2.0 * (double)m * (double)n * (double)(k > 0 ? k : 1);
     double threads = flops / 8e6;
@@ -231,8 +291,9 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 {
     gemm_plan plan;
     memset(&plan, 0, sizeof plan);
-    cache_sizes caches = read_caches();
-    plan.kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), a->dtype, b->dtype);
+    const cpu_config *cfg = cpu_configuration();
+    plan.vec = cfg->vec;
+    plan.kernel = cvf_cpu_kernel_for(cfg->isa, a->dtype, b->dtype);
     plan.mr = plan.kernel->mr;
     plan.nr = plan.kernel->nr;
     plan.m = c->rows;
@@ -240,9 +301,20 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.k = a->cols;
     plan.elt = plan.kernel->format == CVF_CPU_PACK_BF16 ? 2 : 4;
     plan.row_tiles = ceil_div(plan.m, plan.mr);
-    int32_t useful = useful_threads(ctx, plan.m, plan.n, plan.k);
-    choose_blocks(&plan, &caches, useful);
+    int32_t useful = useful_threads(ctx, cfg, plan.m, plan.n, plan.k);
+    /* a plain f32 product can accumulate its passes in C itself (direct_c below) */
+    bool plain = c->dtype == CVF_F32 && c->col_stride == 1 && ep->activation == CVF_ACTIVATION_NONE && !ep->bias &&
+                 !ep->aux_out && !ep->aux_in && !ep->bias_grad;
+    choose_blocks(&plan, cfg, useful, plain);
     choose_splits(&plan);
+    /* a few rows through a transposed f32 B (tokens through a PyTorch Linear weight): packing B
+     * would read and write all of it for a handful of rows; the dot tiles read it once, in place */
+    /* tiny f32 products (not with forced blocks: the tests drive the blocked loops with those) */
+    plan.direct = plan.kernel->direct && cfg->forced.kc == 0 && !plan.multi_pass && plan.splits == 1 && plan.k >= 1 &&
+                  plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 && b->dtype == CVF_F32 &&
+                  a->col_stride == 1 && b->col_stride == 1;
+    plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
+               b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
@@ -252,8 +324,12 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.b_stride = cvf_round_up_64((size_t)(round_up(plan.kc, 2) * round_up(plan.nc, plan.nr) * plan.elt));
     /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
      * the MR rows of a tile in one L1 set */
+    /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
+     * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
+    plan.direct_c = plan.multi_pass && plan.splits == 1 && plain;
     plan.acc_ld = plan.nc + 16;
-    plan.acc_stride = plan.multi_pass ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
+    plan.acc_stride =
+        plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
     size_t b_bytes = plan.b_stride * (size_t)max64(plan.splits, 2); /* a buffer per slice, or two */
     size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
@@ -272,19 +348,33 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
 
 /* The fp32 values of a run of x: straight from x when it is f32 and contiguous, else converted
  * into run. */
-static const float *source_run(const cvf_matrix *x, int64_t offset, int64_t stride, int64_t count, float *run)
+static const float *source_run(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t offset, int64_t stride,
+                               int64_t count, float *run)
 {
     if (x->dtype == CVF_F32 && stride == 1)
         return (const float *)x->data + offset;
-    cvf_cpu_load_run(x->data, x->dtype, offset, stride, count, run);
+    if (stride == 1) /* the plan's vector conversion, without a table look-up per run */
+        vec->load((const char *)x->data + offset * (int64_t)cvf_dtype_size(x->dtype), x->dtype, count, run);
+    else
+        cvf_cpu_load_run(x->data, x->dtype, offset, stride, count, run);
     return run;
 }
 
-/* dst[i] = src[i] for i < n: short copies inline (a library call per micro-panel row costs more). */
-static void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
+/* dst[i] = src[i] for i < n: short copies inline (a library call per micro-panel row costs more;
+ * gcc turns a plain loop into a memmove call, 2% of a 2048 x 3072 x 768 product on one thread,
+ * so the kernels' widths are copied with fixed-size memcpy, which it expands in place). */
+static inline void copy_floats(float *restrict dst, const float *restrict src, int64_t n)
 {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = src[i];
+    switch (n) {
+    case 6: memcpy(dst, src, 6 * sizeof(float)); break;
+    case 8: memcpy(dst, src, 8 * sizeof(float)); break;
+    case 14: memcpy(dst, src, 14 * sizeof(float)); break;
+    case 16: memcpy(dst, src, 16 * sizeof(float)); break;
+    case 32: memcpy(dst, src, 32 * sizeof(float)); break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = src[i];
+    }
 }
 
 /* dst[p * width + r] = rows[r][p] for r < count, p < kc, and 0 for count <= r < width: one
@@ -323,13 +413,16 @@ static void prefetch_runs(const cvf_matrix *x, const int64_t *offsets, int64_t s
 
 /* One micro-panel from `count` runs of x that start at offsets[r] and advance by `stride`:
  * contiguous f32 runs are read in place, others converted into run (room for count x kc). */
-static void pack_panel(const cvf_matrix *x, const int64_t *offsets, int64_t stride, int64_t count, int64_t width,
-                       int64_t kc, float *dst, float *run)
+static void pack_panel(const gemm_plan *plan, const cvf_matrix *x, const int64_t *offsets, int64_t stride,
+                       int64_t count, int64_t width, int64_t kc, float *dst, float *run)
 {
     const float *rows[CVF_CPU_NR_MAX];
     for (int64_t r = 0; r < count; r++)
-        rows[r] = source_run(x, offsets[r], stride, kc, run + r * kc);
-    interleave_rows(rows, count, width, kc, dst);
+        rows[r] = source_run(plan->vec, x, offsets[r], stride, kc, run + r * kc);
+    if (plan->kernel->interleave) /* the level's vector transposes */
+        plan->kernel->interleave(rows, count, width, kc, dst);
+    else
+        interleave_rows(rows, count, width, kc, dst);
 }
 
 /* fp32 A micro-panels: packed[(i / MR) * MR * kc + p * MR + i % MR] = A[i0 + i, p0 + p]. */
@@ -348,13 +441,14 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
             for (int64_t r = 0; r < next_count; r++)
                 next[r] = (i0 + i + mr + r) * a->row_stride + p0 * a->col_stride;
             prefetch_runs(a, next, a->col_stride, next_count, kc);
-            pack_panel(a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
+            pack_panel(plan, a, offsets, a->col_stride, count, mr, kc, packed + i * kc, run);
         }
         return;
     }
     /* columns contiguous (a transposed view): convert each column, copy MR at a time */
     for (int64_t p = 0; p < kc; p++) {
-        const float *src = source_run(a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
+        const float *src =
+            source_run(plan->vec, a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
         for (int64_t i = 0; i < mc; i += mr)
             copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
     }
@@ -380,15 +474,26 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
             for (int64_t r = 0; r < next_count; r++)
                 next[r] = p0 * b->row_stride + (j0 + j + nr + r) * b->col_stride;
             prefetch_runs(b, next, b->row_stride, next_count, kc);
-            pack_panel(b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
+            pack_panel(plan, b, offsets, b->row_stride, count, nr, kc, packed + j * kc, run);
         }
         return;
     }
-    /* rows contiguous: convert each row of the block, copy NR at a time */
-    for (int64_t p = 0; p < kc; p++) {
-        const float *src = source_run(b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
-        for (int64_t j = 0; j < nc; j += nr)
-            copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
+    if (b->dtype == CVF_F32 && b->col_stride == 1) {
+        /* f32 rows read in place, 16 rows at a time, panel by panel: each panel gets 16 x NR
+         * contiguous floats in a row instead of one line in each of nc / NR panels per row (one
+         * write stream per panel cost 2.7% of a 768 x 3072 x 2048 product, 6x OpenBLAS's copy) */
+        const float *base = (const float *)b->data + p0 * b->row_stride + j0;
+        for (int64_t q = 0; q < kc; q += 16)
+            for (int64_t j = 0; j < nc; j += nr)
+                for (int64_t p = q; p < min64(q + 16, kc); p++)
+                    copy_floats(packed + j * kc + p * nr, base + p * b->row_stride + j, min64(nr, nc - j));
+    } else { /* rows contiguous: convert each row of the block, copy NR at a time */
+        for (int64_t p = 0; p < kc; p++) {
+            const float *src =
+                source_run(plan->vec, b, (p0 + p) * b->row_stride + j0 * b->col_stride, b->col_stride, nc, run);
+            for (int64_t j = 0; j < nc; j += nr)
+                copy_floats(packed + j * kc + p * nr, src + j, min64(nr, nc - j));
+        }
     }
     int64_t last = (nc - 1) / nr * nr; /* zero columns of the last panel */
     for (int64_t p = 0; p < kc; p++)
@@ -593,6 +698,36 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
     }
 }
 
+/* Requests the lines of one row of x at (i, j0 .. j0 + n) (the first and the last: rows of 16
+ * values span one or two lines). */
+static inline void prefetch_row(const cvf_matrix *x, int64_t i, int64_t j0, int64_t n, int write)
+{
+    const char *first = element_at(x, i, j0), *last = element_at(x, i, j0 + n - 1);
+    if (write) {
+        __builtin_prefetch(first, 1, 3);
+        __builtin_prefetch(last, 1, 3);
+    } else {
+        __builtin_prefetch(first, 0, 3);
+        __builtin_prefetch(last, 0, 3);
+    }
+}
+
+/* Asks for the lines the epilogue of the m x n tile at (i0, j0) will touch in memory (C and
+ * aux_out written, aux_in read) before the kernel computes it, so that they arrive during the
+ * kernel instead of stalling the epilogue: the MLP backward's GELU' GEMM read fc1_output and
+ * wrote grad_fc1_output a miss per tile row (its epilogue took longer than its product). */
+static void prefetch_epilogue(const gemm_job *job, int64_t i0, int64_t m, int64_t j0, int64_t n)
+{
+    const cvf_epilogue *ep = job->ep;
+    for (int64_t r = 0; r < m; r++) {
+        prefetch_row(job->c, i0 + r, j0, n, 1);
+        if (ep->aux_in)
+            prefetch_row(ep->aux_in, i0 + r, j0, n, 0);
+        if (ep->aux_out)
+            prefetch_row(ep->aux_out, i0 + r, j0, n, 1);
+    }
+}
+
 /* Fills the parts of the tile epilogue that are the same for every tile, and whether the
  * one-call path applies (unit column strides). */
 static void prepare_tile_epilogue(gemm_job *job)
@@ -633,6 +768,34 @@ static void block_rows(const gemm_plan *plan, int64_t block, int64_t *i0, int64_
     *mc = min64(panels * (block + 1) / plan->ic_blocks * plan->mr, plan->m) - *i0;
 }
 
+/* The one-pass products whose epilogue runs in the vector code (everything but the fused store):
+ * for each MR-row panel, up to NR_MAX columns (several NR panels) are computed side by side into
+ * the tile and finished in one call, so the epilogue's per-row work (a load of aux_in, the
+ * activation, a store, each a call) is paid once per NR_MAX columns instead of once per NR. For
+ * kernels with NR <= NR_MAX / 4 only: with AVX2's NR = 16 the MLP backward gained ~1.5%; with
+ * AVX-512's 32 (groups of 2 panels of 96 KB at K = 768) it lost ~4%. */
+static void compute_wide_tiles(const gemm_job *job, const gemm_pass *pass, int64_t i0, int64_t mc, int64_t jr_first,
+                               int64_t jr_last, const char *packed_a, float *tile, float *aux)
+{
+    const gemm_plan *plan = &job->plan;
+    size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
+    size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
+    int64_t group = CVF_CPU_NR_MAX / plan->nr * plan->nr; /* columns finished together */
+    for (int64_t jg = jr_first; jg < jr_last; jg += group) {
+        int64_t width = min64(group, jr_last - jg);
+        for (int64_t ir = 0; ir < mc; ir += plan->mr) {
+            int64_t m = min64(plan->mr, mc - ir);
+            const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            prefetch_epilogue(job, i0 + ir, m, pass->j0 + jg, width);
+            for (int64_t jr = jg; jr < jg + width; jr += plan->nr) {
+                const char *b = pass->packed_b + (size_t)(jr / plan->nr) * b_panel;
+                plan->kernel->run(pass->kc, a, b, tile + (jr - jg), width, m, min64(plan->nr, jg + width - jr), 0);
+            }
+            finish_tile(job, tile, width, i0 + ir, m, pass->j0 + jg, width, aux);
+        }
+    }
+}
+
 /* Compute share `task` of a pass: one MC block of rows against one chunk of the B block's panels. */
 static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
 {
@@ -660,12 +823,23 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
     float *acc = job->acc;
     size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
     size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
+    if (!plan->multi_pass && !job->fused_store && plan->nr * 4 <= CVF_CPU_NR_MAX) {
+        compute_wide_tiles(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
+        return;
+    }
+    /* the next B micro-panel is asked for into L2 a slice per kernel call, so that the first call
+     * on it does not wait for the L3 (the B block is larger than L2) */
+    int64_t calls = ceil_div(mc, plan->mr), lines = (int64_t)b_panel / 64, per_call = ceil_div(lines, calls);
     for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
         int64_t n = min64(plan->nr, pass->nc - jr);
         const char *b = packed_b + (size_t)(jr / plan->nr) * b_panel;
+        const char *next_b = jr + plan->nr < jr_last ? b + b_panel : NULL;
         for (int64_t ir = 0; ir < mc; ir += plan->mr) {
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            if (next_b)
+                for (int64_t l = ir / plan->mr * per_call, end = min64(l + per_call, lines); l < end; l++)
+                    __builtin_prefetch(next_b + l * 64, 0, 2);
             if (job->fused_store) {
                 const float *bias = job->ep->bias ? (const float *)(job->workspace + plan->off_bias) : NULL;
                 cvf_cpu_fused_store out = {element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride,
@@ -675,11 +849,19 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
                 continue;
             }
             if (!plan->multi_pass) {
+                prefetch_epilogue(job, i0 + ir, m, pass->j0 + jr, n);
                 kernel->run(pass->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
                 finish_tile(job, tile, n, i0 + ir, m, pass->j0 + jr, n, aux);
                 continue;
             }
+            if (plan->direct_c) {
+                kernel->run(pass->kc, a, b, element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride, m, n,
+                            !pass->first);
+                continue;
+            }
             float *block_tile = acc + (i0 + ir) * plan->acc_ld + jr;
+            if (pass->last && job->finish)
+                prefetch_epilogue(job, i0 + ir, m, pass->j0 + jr, n);
             kernel->run(pass->kc, a, b, block_tile, plan->acc_ld, m, n, !pass->first);
             if (pass->last && job->finish)
                 finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, pass->j0 + jr, n, aux);
@@ -757,6 +939,82 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
         if (!more)
             break;
     }
+}
+
+/* Task of a dot-tile product: NR columns of C, all its rows, from A and B^T in place, each tile
+ * then finished by the epilogue. The B columns are read from memory once (the later row tiles
+ * find them in L1/L2). */
+static void dot_task(void *arg, int64_t task, int32_t thread)
+{
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *a = job->a, *b = job->b;
+    int64_t j0 = task * plan->nr, n = min64(plan->nr, plan->n - j0);
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    thread_layout layout = thread_scratch(plan);
+    float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
+    const float *columns = (const float *)b->data + j0 * b->col_stride;
+    for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr) {
+        int64_t m = min64(plan->mr, plan->m - i0);
+        plan->kernel->dot(plan->k, (const float *)a->data + i0 * a->row_stride, a->row_stride, m, columns,
+                          b->col_stride, n, tile, n);
+        finish_tile(job, tile, n, i0, m, j0, n, aux);
+    }
+}
+
+/* Task of a direct product: one MR-row panel of C against all of B, read in place; an edge panel
+ * of A (fewer than MR rows) or of B (fewer than NR columns) is copied zero-padded first. */
+static void direct_task(void *arg, int64_t task, int32_t thread)
+{
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *a = job->a, *b = job->b;
+    int64_t i0 = task * plan->mr, m = min64(plan->mr, plan->m - i0), k = plan->k;
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    thread_layout layout = thread_scratch(plan);
+    float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
+    const float *rows = (const float *)a->data + i0 * a->row_stride;
+    int64_t lda = a->row_stride;
+    if (m < plan->mr) { /* rows m .. MR-1 read as zeros (the packed A block's room holds MR x K) */
+        float *copy = (float *)(scratch + layout.a);
+        for (int64_t i = 0; i < plan->mr; i++)
+            for (int64_t p = 0; p < k; p++)
+                copy[i * k + p] = i < m ? rows[i * lda + p] : 0.0f;
+        rows = copy, lda = k;
+    }
+    const float *bias = job->ep->bias ? (const float *)(job->workspace + plan->off_bias) : NULL;
+    for (int64_t j0 = 0; j0 < plan->n; j0 += plan->nr) {
+        int64_t n = min64(plan->nr, plan->n - j0), ldb = b->row_stride;
+        const float *columns = (const float *)b->data + j0;
+        if (n < plan->nr) { /* columns n .. NR-1 read as zeros (the run room holds NR x K) */
+            float *copy = (float *)(scratch + layout.run);
+            for (int64_t p = 0; p < k; p++)
+                for (int64_t j = 0; j < plan->nr; j++)
+                    copy[p * plan->nr + j] = j < n ? columns[p * ldb + j] : 0.0f;
+            columns = copy, ldb = plan->nr;
+        }
+        if (job->fused_store) {
+            cvf_cpu_fused_store out = {element_at(job->c, i0, j0), job->c->row_stride, job->c->dtype,
+                                       bias ? bias + j0 : NULL, job->ep->activation == CVF_ACTIVATION_RELU};
+            plan->kernel->direct(k, rows, lda, columns, ldb, &out, m, n);
+        } else {
+            cvf_cpu_fused_store out = {tile, n, CVF_F32, NULL, 0};
+            plan->kernel->direct(k, rows, lda, columns, ldb, &out, m, n);
+            finish_tile(job, tile, n, i0, m, j0, n, aux);
+        }
+    }
+}
+
+/* True when the rows of the f32 matrix x (unit column stride) hold a subnormal. */
+static bool has_subnormal(const cvf_matrix *x)
+{
+    uint32_t found = 0;
+    for (int64_t i = 0; i < x->rows; i++) {
+        const uint32_t *row = (const uint32_t *)((const float *)x->data + i * x->row_stride);
+        for (int64_t j = 0; j < x->cols; j++) /* exponent 0, mantissa not 0 */
+            found |= (uint32_t)((row[j] & 0x7F800000u) == 0 && (row[j] & 0x007FFFFFu) != 0);
+    }
+    return found != 0;
 }
 
 /* All of K on the pool. */
@@ -844,9 +1102,10 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
             zero_bias_grad(ep->bias_grad);
         return CVF_STATUS_SUCCESS;
     }
-    gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .vec = cvf_cpu_vec_ops_active(), .workspace = workspace};
+    gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .workspace = workspace};
     job.plan = make_plan(ctx, a, b, c, ep);
     const gemm_plan *plan = &job.plan;
+    job.vec = plan->vec;
     job.packed_b[0] = job.workspace + plan->off_b; /* two buffers: B blocks of alternate passes */
     job.packed_b[1] = job.workspace + plan->off_b + plan->b_stride;
     job.acc = (float *)(job.workspace + plan->off_acc);
@@ -856,7 +1115,15 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (ep->bias)
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));
-    if (plan->splits > 1) {
+    /* the dot tiles multiply vectors of A along K: on Intel cores a subnormal anywhere in 8 lanes
+     * sends the whole FMA to a microcode assist, so 1% of subnormals in A (GELU outputs of very
+     * negative inputs) made them 7x slower; the packed kernel broadcasts A elements and meets
+     * 8x fewer assists. The scan costs under 1% of the product. */
+    if (plan->direct) {
+        cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
+    } else if (plan->dot && !has_subnormal(a)) {
+        cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
+    } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, sum_slices_task, &job);
     } else {

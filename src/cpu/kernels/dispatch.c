@@ -23,6 +23,10 @@ static const cvf_cpu_kernel f32_avx2 = {
     .nr = CVF_CPU_F32_AVX2_NR,
     .format = CVF_CPU_PACK_F32,
     .run = cvf_cpu_kernel_f32_avx2,
+    .run_fused = cvf_cpu_kernel_f32_avx2_fused,
+    .interleave = cvf_cpu_interleave_f32_avx2,
+    .dot = cvf_cpu_dot_f32_avx2,
+    .direct = cvf_cpu_direct_f32_avx2,
 };
 
 /* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */

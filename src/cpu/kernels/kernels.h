@@ -52,6 +52,33 @@ typedef struct cvf_cpu_fused_store {
 typedef void (*cvf_cpu_fused_kernel_fn)(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
                                         int64_t m, int64_t n);
 
+/*
+ * One fp32 micro-panel from `count` rows of kc floats (any alignment):
+ *     dst[p * width + r] = rows[r][p]   for r < count, p < kc;   0 for count <= r < width
+ * (A panels: width MR, rows of A; B panels of a transposed B: width NR, columns of B). Writes
+ * nothing outside dst[0 .. kc * width).
+ */
+typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
+
+/*
+ * A tile of dot products, for products too short in M for packing B to pay (a few tokens through
+ * a PyTorch Linear weight, read as W^T: B's columns contiguous), with A and B read in place:
+ *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[j * ldb + p]     (i < m <= MR, j < n <= NR)
+ * fp32 everything, any alignment, k >= 1; nothing but the m x n corner is written.
+ */
+/*
+ * The MR x NR tile of fp32 A and B read in place, for products too small for packing to pay:
+ *     acc[i][j] = sum over p < k of a[i * lda + p] * b[p * ldb + j]       (i < MR, j < NR)
+ * then stored as by the fused store (bias, ReLU, dtype) into the m x n corner of out. All MR rows
+ * of A and NR columns of B must be readable (the caller copies edge panels, zero-padded); any
+ * alignment; k >= 0.
+ */
+typedef void (*cvf_cpu_direct_fn)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                                  const cvf_cpu_fused_store *out, int64_t m, int64_t n);
+
+typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb,
+                               int64_t n, float *c, int64_t ldc);
+
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
     const char *name; /* e.g. "avx512 f32 14x32" */
@@ -60,6 +87,9 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_pack_format format;
     cvf_cpu_kernel_fn run;
     cvf_cpu_fused_kernel_fn run_fused; /* the same product with the fused store, or NULL */
+    cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
+    cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
+    cvf_cpu_direct_fn direct;          /* unpacked tiles for tiny products, or NULL */
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
@@ -83,6 +113,13 @@ void cvf_cpu_kernel_f32_generic(int64_t kc, const void *a, const void *b, float 
 #if defined(__x86_64__) || defined(__i386__)
 void cvf_cpu_kernel_f32_avx2(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                              int accumulate);
+void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out, int64_t m,
+                                   int64_t n);
+void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
+void cvf_cpu_direct_f32_avx2(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                             const cvf_cpu_fused_store *out, int64_t m, int64_t n);
+void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
+                          float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
 void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
