@@ -51,6 +51,21 @@ if _settings["device"] not in _HOST_DEVICES:
 
 # One context per (device, GPU index) and per thread: a cvf_context is used by one thread at a time.
 _local = threading.local()
+# Contexts inherited by a forked child: their thread pools (and CUDA state) did not survive the
+# fork, so they are neither used nor destroyed there (destroying would join threads that do not
+# exist); the child makes its own.
+_inherited = []
+
+
+def _after_fork_in_child():
+    contexts = getattr(_local, "contexts", None)
+    if contexts:
+        _inherited.append(contexts)
+    _local.contexts = {}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def version():

@@ -186,3 +186,48 @@ def test_contexts_per_thread():
     for t in threads:
         t.join()
     assert not errors
+
+
+class LegacyProducer:
+    """A DLPack producer from before DLPack 1.0 (no max_version), of no known array library."""
+
+    def __init__(self, array):
+        self.array = array
+        self.shape = array.shape
+        self.dtype = array.dtype
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+    def reshape(self, *shape):
+        return LegacyProducer(self.array.reshape(*shape))
+
+
+def test_legacy_capsules_and_foreign_arrays():
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal((5, 4)).astype(np.float32)
+    c = cvfuse.matmul(LegacyProducer(a), LegacyProducer(b), activation="relu")
+    assert isinstance(c, np.ndarray)
+    assert rel_err(c, np.maximum(a.astype(np.float64) @ b, 0)) < 1e-5
+
+
+def test_fork_makes_fresh_contexts():
+    import multiprocessing as mp
+    import os
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork")
+    a = np.ones((32, 32), np.float32)
+    cvfuse.matmul(a, a)  # a context exists in this process
+    ctx = mp.get_context("fork")
+    with ctx.Pool(1) as pool:
+        assert pool.apply(_child_matmul) == 32.0
+
+
+def _child_matmul():
+    a = np.ones((32, 32), np.float32)
+    return float(cvfuse.matmul(a, a)[0, 0])
