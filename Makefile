@@ -3,7 +3,7 @@
 #   make test           build, then run every test (ctest)
 #   make test-sanitize  the same suite built with AddressSanitizer + UndefinedBehaviorSanitizer
 #   make test-thread    the multi-threaded op tests built with ThreadSanitizer
-#   make bench          time the CPU target shapes (design/TARGETS.md), ours vs OpenBLAS side by side,
+#   make bench          time the CPU target shapes (docs/PERF.md), ours vs OpenBLAS side by side,
 #                       on 2 threads; the table, then the JSON lines (also in build/bench.jsonl)
 BUILD ?= build
 SANITIZE_BUILD ?= build-sanitize

@@ -44,7 +44,7 @@
  *   CASE is op,dtype,m,n,k with op matmul-relu or gemm, or op,dtype,S,H,I with op mlp-backward or
  *   mlp-forward; dtype f16 or bf16. Without cases, the suite (default all): matmul = MatMul+ReLU f16
  *   at the four target shapes and plain bf16 GEMM 8192^3; mlp = mlp-backward bf16 and f16 and
- *   mlp-forward bf16 at S,H,I = 12608,768,3072; 16448,1024,4096; 16448,1280,5120 (design/TARGETS.md).
+ *   mlp-forward bf16 at S,H,I = 12608,768,3072; 16448,1024,4096; 16448,1280,5120 (docs/PERF.md).
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -1622,7 +1622,7 @@ static void run_mlp_forward(const bench_case *c, cvf_context *ctx, const lt_env 
 enum { MAX_CASES = 32 };
 
 /* The suites: matmul (issue 4's MatMul+ReLU targets and a plain bf16 GEMM) and mlp (issue 5's
- * vision-MLP shapes of design/TARGETS.md; m, n, k are S, H, I). */
+ * vision-MLP shapes of docs/PERF.md; m, n, k are S, H, I). */
 static const bench_case SUITE_MATMUL[] = {
     {"matmul-relu", CVF_F16, 8192, 8192, 8192}, {"matmul-relu", CVF_F16, 4096, 4096, 4096},
     {"matmul-relu", CVF_F16, 8192, 8192, 256},  {"matmul-relu", CVF_F16, 16384, 8192, 64},
@@ -1731,7 +1731,7 @@ int cvf_cuda_bench_main(int argc, char **argv)
     cvf_context *ctx = NULL;
     cvf_status status = cvf_context_create(&options, &ctx);
     if (status != CVF_STATUS_SUCCESS) {
-        fprintf(stderr, "cvf_context_create(cuda): %s\n", cvf_status_string(status));
+        fprintf(stderr, "cvf_context_create(cuda): %s: %s\n", cvf_status_string(status), cvf_context_create_error());
         return 1;
     }
     lt_env env = {NULL, NULL, 64u << 20, stream};

@@ -14,7 +14,7 @@
 # or the mlp-* CASEs given), for a short device call; add --skip-tests --skip-sanitize for the
 # shortest. After the bench, when python3 can import torch, bench/torch_mlp_bench.py times the same
 # MLP cases in PyTorch eager (--torch-compile: also torch.compile max-autotune, slow), and
-# bench/summarize_mlp.py joins both per case and checks the targets of design/TARGETS.md.
+# bench/summarize_mlp.py joins both per case and checks the targets (its table; docs/PERF.md).
 # Writes $OUT/log (everything), $OUT/bench.jsonl (one JSON object per case), $OUT/torch.jsonl,
 # $OUT/summary.txt and $OUT/ncu.txt.
 #

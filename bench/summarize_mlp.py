@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Joins the MLP results of cvfuse_cuda_bench (bench.jsonl) and bench/torch_mlp_bench.py
-(torch.jsonl) per (op, dtype, S, H, I) and checks the targets of design/TARGETS.md.
+(torch.jsonl) per (op, dtype, S, H, I) and checks the targets (ABSOLUTE_TARGETS below; docs/PERF.md
+records them with the measurements).
 
 usage: python3 bench/summarize_mlp.py BENCH_JSONL [TORCH_JSONL] [--out FILE]
 

@@ -5,9 +5,11 @@
 # strict option parsing, small checked runs of every op in every dtype, the --json format,
 # .npy round trips (--outputs then --inputs, the dtype taken from the files), hand-written .npy
 # files (Fortran order, '<f8'), malformed, mismatched and mixed-dtype files, a failed library call,
-# bench (its baseline, or "none" in a build without OpenBLAS; the peak) and explain (also
-# --device cuda: the CUDA plan with a GPU, a one-line runtime failure without one). Small shapes
-# only: runs in seconds, also under AddressSanitizer. Prints
+# bench (its baseline, or "none" in a build without OpenBLAS; the peak), explain (also
+# --device cuda: the CUDA plan with a GPU, a one-line runtime failure without one) and the op
+# subcommands' --device cuda (checked runs through device copies where `explain --device cuda`
+# finds a GPU, else a one-line runtime failure naming the reason). Small shapes only: runs in
+# seconds, also under AddressSanitizer. Prints
 # "test_cli: N passed, M failed" last; exits 1 on any failure.
 set -u
 # CVF_DEBUG makes the library print on stderr, which several checks demand be empty.
@@ -176,12 +178,10 @@ test_usage_errors() {
     expect_usage "bench shape of another op" bench "--S does not apply to --op matmul-relu" \
         bench --op matmul-relu --S 4
     expect_usage "explain --check" explain "'--check'" explain --check
-    expect_usage "--device cuda outside bench" matmul-relu "--device: 'cuda' is not one of cpu, reference" \
-        matmul-relu --device cuda
+    expect_usage "--device bad on an op" matmul-relu "--device: 'tpu' is not one of cpu, reference, cuda" \
+        matmul-relu --device tpu
     expect_usage "bench --device bad" bench "--device: 'tpu' is not one of cpu, reference, cuda" bench --device tpu
     expect_usage "explain --device bad" explain "--device: 'tpu' is not one of cpu, reference, cuda" explain --device tpu
-    expect_usage "--device cuda on an op" mlp-backward "--device: 'cuda' is not one of cpu, reference" \
-        mlp-backward --device cuda
     expect_usage "bench --suite bad" bench "--suite: 'gpu' is not one of cpu" bench --suite gpu
     expect_usage "bench --suite with --op" bench "--op does not apply to --suite" bench --suite cpu --op gemm
     expect_usage "bench --suite with a shape" bench "--m does not apply to --suite" bench --suite cpu --m 4
@@ -609,6 +609,86 @@ test_explain_cuda() {
     expect_has "cvf_context_create: cuda device 0: " "$ERR" "CVF_DEBUG=1: the library says why"
 }
 
+# ---- the op subcommands on --device cuda ----------------------------------------------------------
+
+# --device cuda on gemm, matmul-relu, mlp-forward and mlp-backward. With a GPU (`explain --device
+# cuda` exits 0): small checked runs through device copies, also of a Fortran-order (strided) file
+# of test_handmade_files and with --outputs read back on the cpu. Without one: exit 1, nothing on
+# stdout, one line on stderr with the failed cvf_context_create and the same reason explain gives
+# ("built without CUDA" in a build without CUDA).
+test_op_cuda() {
+    run explain --device cuda --S 64 --H 32 --I 128
+    if [ "$RC" -eq 0 ]; then
+        echo "test_cli: op subcommands --device cuda: a GPU is present, running checked runs on it" >&2
+        test_op_cuda_runs
+        return
+    fi
+    echo "test_cli: op subcommands --device cuda: SKIPPED the GPU runs (explain --device cuda exits $RC:" \
+        "no usable GPU); checking the failure" >&2
+    local reason=${ERR#cvfuse explain: } built_without=0 op lines
+    case "$reason" in *"built without CUDA"*) built_without=1 ;; esac
+    run bench --device cuda --op gemm --m 8 --n 8 --k 8
+    if [ "$RC" -eq 2 ] && [ "$built_without" -eq 0 ]; then
+        fail "a build without CUDA (bench says so) but explain's reason is not 'built without CUDA': $reason"
+    fi
+    for op in gemm matmul-relu mlp-forward mlp-backward; do
+        case "$op" in
+        gemm | matmul-relu) run "$op" "${MM[@]}" --device cuda --check ;;
+        *) run "$op" "${MLP[@]}" --device cuda --check ;;
+        esac
+        expect_rc 1 "$op --device cuda without a usable GPU is a runtime failure"
+        expect_has "cvfuse $op: --device cuda: cvf_context_create failed: unsupported: " "$ERR" \
+            "$op --device cuda: the failed call and its status"
+        if [ "${ERR#cvfuse "$op": }" = "$reason" ]; then
+            pass
+        else
+            fail "$op --device cuda: the reason differs from explain's: '$ERR' vs '$reason'"
+        fi
+        if [ "$built_without" -eq 1 ]; then
+            expect_has "built without CUDA" "$ERR" "$op --device cuda in a build without CUDA"
+        else
+            expect_has "CUDA device" "$ERR" "$op --device cuda: the library's reason"
+        fi
+        lines=$(printf '%s\n' "$ERR" | wc -l)
+        if [ "$lines" -eq 1 ]; then pass; else fail "$op --device cuda: the failure is not one line: $ERR"; fi
+        if [ -z "$OUT" ]; then pass; else fail "$op --device cuda failing wrote to stdout: $OUT"; fi
+    done
+    run mlp-forward "${MLP[@]}" --device cuda --json --outputs "$TMP/cuda_none"
+    expect_rc 1 "mlp-forward --device cuda --json --outputs without a usable GPU"
+    expect_true "nothing written without a GPU" test ! -e "$TMP/cuda_none"
+}
+
+# The checked runs of test_op_cuda on a GPU.
+test_op_cuda_runs() {
+    run matmul-relu "${MM[@]}" --device cuda --check
+    expect_rc 0 "matmul-relu --device cuda --check"
+    expect_has "cuda" "$OUT" "matmul-relu --device cuda: the table names the device"
+    run mlp-backward "${MLP[@]}" --device cuda --check --dtype bf16
+    expect_rc 0 "mlp-backward --device cuda --check --dtype bf16"
+    run mlp-forward "${MLP[@]}" --device cuda --check
+    expect_rc 0 "mlp-forward --device cuda --check"
+    local dtype
+    for dtype in f16 bf16 f32; do
+        run gemm "${MM[@]}" --device cuda --dtype "$dtype" --check --json
+        expect_rc 0 "gemm --device cuda --dtype $dtype --check"
+        expect_has '"device":"cuda"' "$OUT" "gemm --device cuda --json device"
+        expect_has '"ok":true' "$OUT" "gemm --device cuda --dtype $dtype within tolerance"
+    done
+    run mlp-backward "${MLP[@]}" --device cuda --check --dtype f16 --json
+    expect_rc 0 "mlp-backward --device cuda --check --dtype f16"
+    expect_true "mlp-backward --device cuda --json keys" json_lines op device dtype shape threads ms gflops rel_err ok
+    run matmul-relu --inputs "$TMP/fortran" --dtype f32 --device cuda --check --outputs "$TMP/cuda_fout"
+    expect_rc 0 "matmul-relu --device cuda on a Fortran-order file (a strided view)"
+    expect_true "the strided run on the GPU gives the cpu's c.npy" cmp -s "$TMP/fout/c.npy" "$TMP/cuda_fout/c.npy"
+    run mlp-forward "${MLP[@]}" --device cuda --dtype bf16 --outputs "$TMP/cuda_fw"
+    expect_rc 0 "mlp-forward --device cuda --outputs"
+    run mlp-forward --inputs "$TMP/cuda_fw" --dtype bf16 --outputs "$TMP/cuda_fw_cpu" --check
+    expect_rc 0 "the GPU's inputs rerun on the cpu"
+    cp "$TMP/cuda_fw/output.npy" "$TMP/cuda_fw/grad_output.npy"
+    run mlp-backward --inputs "$TMP/cuda_fw" --dtype bf16 --device cuda --check
+    expect_rc 0 "mlp-backward --device cuda on the GPU forward's files"
+}
+
 test_help
 test_usage_errors
 test_checked_runs
@@ -618,6 +698,7 @@ test_handmade_files
 test_bad_files
 test_library_failure
 test_bench_explain
+test_op_cuda
 
 echo "test_cli: $PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ] && [ "$PASSED" -gt 0 ]

@@ -801,11 +801,11 @@ static void backward_args(const mlp_fixture *f, bool f64, cvf_mlp_backward_args 
 static cvf_status mlp_call(const mlp_fixture *f, cvf_context *ctx, bool backward, bool f64)
 {
     if (backward) {
-        cvf_mlp_backward_args args;
+        cvf_mlp_backward_args args = {0};
         backward_args(f, f64, &args);
         return cvf_mlp_backward(ctx, &args);
     }
-    cvf_mlp_forward_args args;
+    cvf_mlp_forward_args args = {0};
     forward_args(f, f64, &args);
     return cvf_mlp_forward(ctx, &args);
 }

@@ -8,6 +8,9 @@
  *                  back, copied to float64 and compared with the reference device
  *   cli_report.c   results as an aligned table or as one JSON object per line
  *   cli_run.c      the op subcommands (one generic runner driven by the op table)
+ *   cli_device.c   running a tensor set on a context: in place on the host devices, through device
+ *                  copies on CUDA (--device cuda of the op subcommands)
+ *   cli_cuda.c     the CLI's only use of the CUDA runtime (a stub in builds without CUDA)
  *   cli_bench.c    the bench subcommand: our op and a baseline timed side by side, the peak probe
  *   cli_baseline.c the unfused baselines of bench (OpenBLAS + vectorised loops; see cli_baseline.h)
  *   cli_peak.c     the FMA / bf16 dot-product peak probe of bench
@@ -78,7 +81,7 @@ typedef struct cli_args {
     cvf_dtype dtype;                 /* --dtype, when given */
     cvf_device device;               /* --device, CPU unless given */
     int cuda;                        /* --device cuda (bench: device stays CPU, the CUDA bench runs;
-                                        explain: device is CVF_DEVICE_CUDA) */
+                                        every other command: device is CVF_DEVICE_CUDA) */
 } cli_args;
 
 /* Parses argv[0..argc) (the words after the subcommand) accepting only the options in allowed.
@@ -108,9 +111,9 @@ int cli_runtime_error(const char *command, const char *format, ...) __attribute_
  * CLI_EXIT_RUNTIME. ctx may be NULL (a failed cvf_context_create). */
 int cli_library_error(const char *command, const char *call, cvf_status status, const cvf_context *ctx);
 
-/* Creates a context on device with threads workers; on failure reports it and returns
- * CLI_EXIT_RUNTIME with *ctx NULL. A CUDA context that cannot be had (UNSUPPORTED) is reported on
- * one line with the reason: built without CUDA, no CUDA device, or device 0 unusable. */
+/* Creates a context on device with threads workers (CUDA: GPU 0, the default stream); on failure
+ * reports it on one line with the library's reason (cvf_context_create_error: built without CUDA,
+ * no CUDA device, device 0 unusable, ...) and returns CLI_EXIT_RUNTIME with *ctx NULL. */
 int cli_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx);
 
 /* ---- ops ------------------------------------------------------------------------------------ */
@@ -237,6 +240,22 @@ cvf_vector cli_set_vector(const cli_tensor_set *set, int index);
 /* Frees every tensor of the set. */
 void cli_set_free(cli_tensor_set *set);
 
+/* Runs set's op on ctx (call names it in messages) and stores the op's time in *ms (ms may be
+ * NULL). On the cpu and reference devices the op runs on set's host buffers, timed with the
+ * clock. On a CUDA context every tensor's buffer (the whole of it, a strided view keeping its
+ * strides) is copied to device memory on the context's stream, the op runs there, the outputs are
+ * copied back into set and the device memory is freed; *ms times the op alone (CUDA events on the
+ * stream), not the copies. Returns a CLI_EXIT_* code, with a message on failure. */
+int cli_set_run(cvf_context *ctx, cli_tensor_set *set, const char *call, double *ms);
+
+/* Creates the context of an op subcommand: cli_context_create, and on CUDA a non-blocking stream
+ * of its own that the context's calls are queued on. Returns a CLI_EXIT_* code (*ctx NULL on
+ * failure, reported). */
+int cli_op_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx);
+
+/* Destroys a context from cli_op_context_create, and its stream. NULL is a no-op. */
+void cli_op_context_destroy(cvf_context *ctx);
+
 /* The outcome of comparing a set's outputs with the float64 reference device. */
 typedef struct cli_check {
     int count;                          /* outputs compared */
@@ -313,6 +332,44 @@ typedef struct cli_peak {
 
 /* Measures the fp32 FMA and bf16 dot-product peaks with threads concurrent threads (~0.2 s). */
 void cli_peak_measure(int threads, cli_peak *peak);
+
+/* ---- the CUDA runtime (tools/cli_cuda.c) -------------------------------------------------------- */
+
+/* Each returns NULL on success or a static reason; in builds without CUDA every one fails with
+ * "cvfuse was built without CUDA (...)". Streams and events are cudaStream_t / cudaEvent_t. */
+
+/* Creates a non-blocking stream on the current GPU into *stream (NULL on failure). */
+const char *cli_cuda_stream_create(void **stream);
+
+/* Destroys a stream from cli_cuda_stream_create. NULL is a no-op. */
+void cli_cuda_stream_destroy(void *stream);
+
+/* Allocates bytes of device memory into *memory (NULL on failure). */
+const char *cli_cuda_alloc(void **memory, size_t bytes);
+
+/* Frees device memory from cli_cuda_alloc (waits for the GPU as cudaFree does). NULL is a no-op. */
+void cli_cuda_free(void *memory);
+
+/* Queues a copy of bytes from host to device on stream. */
+const char *cli_cuda_copy_in(void *device, const void *host, size_t bytes, void *stream);
+
+/* Queues a copy of bytes from device to host on stream; read host only after cli_cuda_sync. */
+const char *cli_cuda_copy_out(void *host, const void *device, size_t bytes, void *stream);
+
+/* Waits until everything queued on stream has finished; reports an error of that work. */
+const char *cli_cuda_sync(void *stream);
+
+/* Creates a timing event into *event (NULL on failure). */
+const char *cli_cuda_event_create(void **event);
+
+/* Records event on stream. */
+const char *cli_cuda_event_record(void *event, void *stream);
+
+/* Waits for stop, then stores the milliseconds between start and stop in *ms. */
+const char *cli_cuda_event_elapsed(void *start, void *stop, double *ms);
+
+/* Destroys an event from cli_cuda_event_create. NULL is a no-op. */
+void cli_cuda_event_destroy(void *event);
 
 /* ---- subcommands ---------------------------------------------------------------------------- */
 

@@ -5,7 +5,7 @@
  * and minima, GFLOP/s from our median, the ratio ours / baseline, how far the baseline's outputs
  * are from ours (so that a wrong baseline cannot flatter us), and the fraction of the peak
  * measured by the probe (cli_peak.c) on the same number of threads. Cases come from --op and the
- * shape options, or from a fixed suite (--suite cpu: the shapes of design/TARGETS.md).
+ * shape options, or from a fixed suite (--suite cpu: the CPU target shapes of docs/PERF.md).
  */
 #include <errno.h>
 #include <math.h>
@@ -33,7 +33,7 @@ typedef struct suite_case {
     int64_t dims[CLI_DIMS];
 } suite_case;
 
-/* --suite cpu: the CPU workloads of design/TARGETS.md. */
+/* --suite cpu: the CPU target workloads (docs/PERF.md records them and their targets). */
 static const suite_case SUITE_CPU[] = {
     {"gemm", CVF_F32, {2048, 2048, 2048}},        {"matmul-relu", CVF_F16, {2048, 2048, 2048}},
     {"matmul-relu", CVF_F16, {4096, 4096, 256}},  {"matmul-relu", CVF_F16, {8192, 1024, 64}},

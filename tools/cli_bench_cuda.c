@@ -2,7 +2,7 @@
  * bench --device cuda: ours against cuBLASLt on the GPU, through the CUDA bench of
  * bench/cuda_bench.c (compiled into the CLI in CUDA builds, with cuBLASLt linked into the CLI only).
  * Without --op (or with --op all) the suite runs: --suite all (the default: the MatMul+ReLU targets
- * and the MLP backward/forward targets of design/TARGETS.md), matmul or mlp. --op matmul-relu|gemm
+ * and the MLP backward/forward targets of docs/PERF.md), matmul or mlp. --op matmul-relu|gemm
  * with --m/--n/--k (default 4096) and --dtype (default f16) runs one matmul case; --op
  * mlp-backward|mlp-forward with --S/--H/--I (default 12608, 768, 3072) and --dtype (default bf16)
  * runs one MLP case. --repeat, --warmup, --json and --json-out pass through.

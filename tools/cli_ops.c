@@ -161,7 +161,8 @@ static const cli_op MLP_FORWARD = {
  * uniform in [-1, 1) except fc1_weight, uniform in [-3/sqrt(H), 3/sqrt(H)) so that fc1_output
  * has a standard deviation near 1.15 and spans about [-4, 4) (GELU's curved part); the forward
  * then runs on ctx to produce fc1_output and gelu_output = gelu_tanh(fc1_output) exactly as the
- * library computes them, and grad_output is uniform in [-1, 1).
+ * library computes them (on CUDA through device copies: cli_set_run), and grad_output is uniform
+ * in [-1, 1).
  */
 static int generate_mlp_backward(cvf_context *ctx, cli_tensor_set *set, cvft_rng *rng)
 {
@@ -178,10 +179,10 @@ static int generate_mlp_backward(cvf_context *ctx, cli_tensor_set *set, cvft_rng
         double r = i == FW_FC1_W ? weight_range : 1.0;
         cli_tensor_fill(&fw.tensors[i], rng, -r, r);
     }
-    cvf_status status = MLP_FORWARD.run(ctx, &fw);
-    if (status != CVF_STATUS_SUCCESS) {
+    rc = cli_set_run(ctx, &fw, "cvf_mlp_forward (generating the saved tensors)", NULL);
+    if (rc != CLI_EXIT_OK) {
         cli_set_free(&fw);
-        return cli_library_error(set->command, "cvf_mlp_forward (generating the saved tensors)", status, ctx);
+        return rc;
     }
     for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++)
         cli_set_take(set, &fw, taken[i]);

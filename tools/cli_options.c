@@ -10,10 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef CVF_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
-
 #include "cli.h"
 
 /* The largest dimension the options accept. */
@@ -25,7 +21,7 @@ typedef enum cli_value_kind {
     CLI_VALUE_INT,   /* a decimal integer in [min, max] */
     CLI_VALUE_TEXT,  /* any non-empty string */
     CLI_VALUE_DTYPE, /* f32, f16 or bf16 */
-    CLI_VALUE_DEVICE /* cpu or reference (bench and explain also take cuda) */
+    CLI_VALUE_DEVICE /* cpu, cuda or reference */
 } cli_value_kind;
 
 /* One entry of the option table. */
@@ -48,7 +44,7 @@ static const cli_option_spec OPTIONS[CLI_OPT_COUNT] = {
     [CLI_OPT_I] = {"--I", NULL, CLI_VALUE_INT, "I", "intermediate size", 1, CLI_DIM_MAX},
     [CLI_OPT_DTYPE] = {"--dtype", NULL, CLI_VALUE_DTYPE, "T", "storage dtype of every tensor: f32, f16 or bf16", 0, 0},
     [CLI_OPT_DEVICE] = {"--device", NULL, CLI_VALUE_DEVICE, "D",
-                        "cpu, or reference (the float64 oracle: slow, for checking); bench and explain: cuda", 0, 0},
+                        "cpu, cuda (GPU 0), or reference (the float64 oracle: slow, for checking)", 0, 0},
     [CLI_OPT_THREADS] = {"--threads", NULL, CLI_VALUE_INT, "N", "worker threads; 0 = one per core", 0, 1024},
     [CLI_OPT_SEED] = {"--seed", NULL, CLI_VALUE_INT, "N", "seed of the random inputs", 0, INT64_MAX},
     [CLI_OPT_INPUTS] = {"--inputs", NULL, CLI_VALUE_TEXT, "DIR",
@@ -102,37 +98,16 @@ int cli_library_error(const char *command, const char *call, cvf_status status, 
                              detail);
 }
 
-/* Writes why no CUDA context can be had into why: the library returns only UNSUPPORTED (and says
- * why on stderr under CVF_DEBUG), so the reason is found again here. */
-static void cuda_unavailable_reason(char *why, size_t size)
-{
-#ifndef CVF_HAVE_CUDA
-    snprintf(why, size, "cvfuse was built without CUDA (nvcc not found at configure time, or CVF_CUDA=OFF)");
-#else
-    int count = 0;
-    cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess)
-        snprintf(why, size, "no usable CUDA device (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
-    else if (count == 0)
-        snprintf(why, size, "no CUDA device on this machine");
-    else
-        snprintf(why, size, "CUDA device 0 is not usable (CVF_DEBUG=1 prints the library's reason)");
-#endif
-}
-
 int cli_context_create(const char *command, cvf_device device, int64_t threads, cvf_context **ctx)
 {
     cvf_context_options options = {device, (int32_t)threads, 0, NULL};
     cvf_status status = cvf_context_create(&options, ctx);
-    if (status == CVF_STATUS_UNSUPPORTED && device == CVF_DEVICE_CUDA) {
-        char why[256];
-        cuda_unavailable_reason(why, sizeof why);
-        return cli_runtime_error(command, "--device cuda: cvf_context_create failed: %s: %s", cvf_status_string(status),
-                                 why);
-    }
-    if (status != CVF_STATUS_SUCCESS)
-        return cli_library_error(command, "cvf_context_create", status, NULL);
-    return CLI_EXIT_OK;
+    if (status == CVF_STATUS_SUCCESS)
+        return CLI_EXIT_OK;
+    const char *why = cvf_context_create_error(); /* e.g. "cuda device 0: no CUDA device (...)" */
+    return cli_runtime_error(command, "%scvf_context_create failed: %s%s%s",
+                             device == CVF_DEVICE_CUDA ? "--device cuda: " : "", cvf_status_string(status),
+                             why[0] ? ": " : "", why);
 }
 
 int cli_given(const cli_args *args, cli_opt opt)
@@ -195,28 +170,21 @@ static int parse_int(const char *command, const char *name, const char *text, in
     return CLI_EXIT_OK;
 }
 
-/* Whether command takes --device cuda: bench (its CUDA bench) and explain (the CUDA plan); the op
- * subcommands read and write host memory, which a CUDA context cannot take. */
-static int takes_cuda(const char *command)
-{
-    return strcmp(command, "bench") == 0 || strcmp(command, "explain") == 0;
-}
-
-/* Parses a --device value into args: cuda sets args->cuda, and for explain also the device (bench
- * keeps the CPU device and hands the run to its CUDA bench). Returns a CLI_EXIT_* code. */
+/* Parses a --device value into args: cuda sets args->cuda, and except for bench also the device
+ * (bench keeps the CPU device and hands the run to its CUDA bench; the op subcommands copy their
+ * host tensors to the GPU, tools/cli_device.c). Returns a CLI_EXIT_* code. */
 static int parse_device(const char *command, const char *name, const char *value, cli_args *args)
 {
     if (strcmp(value, "cpu") == 0)
         args->device = CVF_DEVICE_CPU;
     else if (strcmp(value, "reference") == 0)
         args->device = CVF_DEVICE_REFERENCE;
-    else if (strcmp(value, "cuda") == 0 && takes_cuda(command)) {
+    else if (strcmp(value, "cuda") == 0) {
         args->cuda = 1;
-        if (strcmp(command, "explain") == 0)
+        if (strcmp(command, "bench") != 0)
             args->device = CVF_DEVICE_CUDA;
     } else
-        return cli_usage_error(command, "%s: '%s' is not one of cpu, reference%s", name, value,
-                               takes_cuda(command) ? ", cuda" : "");
+        return cli_usage_error(command, "%s: '%s' is not one of cpu, reference, cuda", name, value);
     return CLI_EXIT_OK;
 }
 

@@ -34,26 +34,11 @@ static const cvf_backend *backend_for(cvf_device device)
 #ifdef CVF_HAVE_CUDA
         return &cvf_cuda_backend;
 #else
-        return &cvf_cpu_backend; /* never used: cvf_cuda_context_init refuses first */
+        return NULL;
 #endif
     }
     return NULL;
 }
-
-#ifndef CVF_HAVE_CUDA
-cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size)
-{
-    (void)ctx;
-    (void)options;
-    snprintf(why, size, "cvfuse was built without CUDA (nvcc not found at configure time, or CVF_CUDA=OFF)");
-    return CVF_STATUS_UNSUPPORTED;
-}
-
-void cvf_cuda_context_release(cvf_context *ctx)
-{
-    (void)ctx;
-}
-#endif
 
 /* Why the last cvf_context_create on this thread failed; "" after a success. */
 static _Thread_local char create_error[CVF_MESSAGE_SIZE];
@@ -86,6 +71,10 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
     if (!options)
         options = &defaults;
     const cvf_backend *backend = backend_for(options->device);
+    if (!backend && options->device == CVF_DEVICE_CUDA)
+        return create_failed(CVF_STATUS_UNSUPPORTED, "cuda device %d: cvfuse was built without CUDA (nvcc not found "
+                                                     "at configure time, or CVF_CUDA=OFF)",
+                             (int)options->device_index);
     if (!backend)
         return create_failed(CVF_STATUS_INVALID_VALUE, "options.device: %d is not a cvf_device value",
                              (int)options->device);
@@ -98,13 +87,15 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
         return create_failed(CVF_STATUS_OUT_OF_MEMORY, "could not allocate the context");
     ctx->device = options->device;
     ctx->backend = backend;
-    if (options->device == CVF_DEVICE_CUDA) {
+    ctx->stream = backend->has_streams && backend->has_streams() ? options->stream : NULL;
+    if (backend->init) {
         char why[256] = "";
-        cvf_status status = cvf_cuda_context_init(ctx, options, why, sizeof why);
+        cvf_status status = backend->init(ctx, options, why, sizeof why);
         if (status != CVF_STATUS_SUCCESS) {
-            cvf_cuda_context_release(ctx);
+            if (backend->release)
+                backend->release(ctx);
             free(ctx);
-            return create_failed(status, "cuda device %d: %s", (int)options->device_index, why);
+            return create_failed(status, "%s device %d: %s", backend->name, (int)options->device_index, why);
         }
     }
     /* The reference device computes on the calling thread alone (simple, obviously correct); the
@@ -115,8 +106,8 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
     ctx->pool = cvf_threadpool_create(ctx->threads);
     if (!ctx->pool) {
         int32_t workers = ctx->threads - 1;
-        if (ctx->device == CVF_DEVICE_CUDA)
-            cvf_cuda_context_release(ctx);
+        if (backend->release)
+            backend->release(ctx);
         free(ctx);
         return create_failed(CVF_STATUS_OUT_OF_MEMORY, "could not start %d worker threads", (int)workers);
     }
@@ -130,8 +121,8 @@ void cvf_context_destroy(cvf_context *ctx)
         return;
     if (!ctx->workspace_is_callers)
         ctx->backend->workspace_free(ctx->workspace);
-    if (ctx->device == CVF_DEVICE_CUDA)
-        cvf_cuda_context_release(ctx);
+    if (ctx->backend->release)
+        ctx->backend->release(ctx);
     cvf_threadpool_destroy(ctx->pool);
     free(ctx);
 }
@@ -181,19 +172,16 @@ cvf_status cvf_context_set_stream(cvf_context *ctx, void *stream)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
-    if (ctx->device != CVF_DEVICE_CUDA) {
-        if (stream)
-            return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "stream: the %s device has no streams (only NULL is accepted)",
-                            cvf_device_name(ctx->device));
-        return CVF_STATUS_SUCCESS;
-    }
-    ctx->cuda.stream = stream;
+    if (stream && !(ctx->backend->has_streams && ctx->backend->has_streams()))
+        return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "stream: the %s device has no streams (only NULL is accepted)",
+                        cvf_device_name(ctx->device));
+    ctx->stream = stream;
     return CVF_STATUS_SUCCESS;
 }
 
 void *cvf_context_stream(const cvf_context *ctx)
 {
-    return ctx && ctx->device == CVF_DEVICE_CUDA ? ctx->cuda.stream : NULL;
+    return ctx ? ctx->stream : NULL;
 }
 
 const char *cvf_context_last_error(const cvf_context *ctx)
@@ -213,7 +201,7 @@ int32_t cvf_context_threads(const cvf_context *ctx)
 
 void *cvf_host_workspace_alloc(size_t bytes)
 {
-    return aligned_alloc(64, cvf_round_up_64(bytes));
+    return aligned_alloc(256, cvf_round_up_256(bytes ? bytes : 1));
 }
 
 void cvf_host_workspace_free(void *memory)

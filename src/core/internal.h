@@ -22,13 +22,13 @@ extern "C" {
 typedef struct cvf_mlp_step cvf_mlp_step;
 
 /*
- * A backend: a plain table of function pointers, one per device. Optional members may be NULL;
- * the core then composes the operation from the required ones.
+ * A backend: a plain table of function pointers, one per device. Optional members may be NULL.
  *
- * Workspace: before an operation stores anything, the core asks the backend how much scratch
- * memory each of its calls needs, reserves all of it at once in the context (allocated with the
- * backend's alloc, kept and reused by later calls), and passes it down. So a call fails for lack
- * of memory before its first store, never half-way, and the hot path does not allocate.
+ * The core validates every call, composes the MLP forward and backward into steps (each a fused
+ * GEMM or a reduction, cvf_mlp_*_steps in mlp_plan.c: the only composers), reserves all the
+ * workspace a call needs at once (so it fails for lack of memory before its first store, never
+ * half-way) and hands the backend validated views. A backend runs single GEMMs and reductions,
+ * and may run a whole step list itself (run_steps: its own streams, its own engine per step).
  */
 typedef struct cvf_backend {
     const char *name;
@@ -36,12 +36,20 @@ typedef struct cvf_backend {
     cvf_dtype accumulate_dtype;
     /* Returns true when the backend reads and writes tensors of dtype. Required. */
     bool (*supports_dtype)(cvf_dtype dtype);
-    /* Allocates workspace memory the backend's kernels can use (64-byte aligned); NULL on failure. */
+    /* Sets up the backend's per-context state in ctx->backend_state for options (a GPU, its
+     * streams, handles). Optional. On failure: a status and the reason in why. */
+    cvf_status (*init)(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
+    /* Releases what init (and later calls) made; called once, also after a failed init. Optional. */
+    void (*release)(cvf_context *ctx);
+    /* True when the backend queues work on a caller's stream (ctx->stream). Optional: NULL means
+     * the backend computes synchronously and accepts only the NULL stream. */
+    bool (*has_streams)(void);
+    /* Allocates workspace memory the backend's kernels can use (256-byte aligned); NULL on failure. */
     void *(*workspace_alloc)(size_t bytes);
     /* Frees what workspace_alloc returned; NULL is a no-op. */
     void (*workspace_free)(void *memory);
     /* Bytes of workspace matmul needs for this product (shapes, dtypes, layouts of the validated
-     * views; their data is not read) with this epilogue. Required. */
+     * views; their data is not read) with this epilogue, whichever engine runs it. Required. */
     size_t (*matmul_workspace)(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                                const cvf_epilogue *epilogue);
     /* C = epilogue(A @ B) on validated views; epilogue is never NULL; workspace has at least
@@ -52,16 +60,23 @@ typedef struct cvf_backend {
     size_t (*column_sum_workspace)(const cvf_context *ctx, const cvf_matrix *x);
     /* out[j] = sum over i of x[i, j], deterministic. Required. */
     cvf_status (*column_sum)(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
-    /* Whole MLP forward on validated arguments. Optional: NULL runs the core's two fused GEMMs. */
-    cvf_status (*mlp_forward)(cvf_context *ctx, const cvf_mlp_forward_args *args);
-    /* Whole MLP backward on validated arguments. Optional: NULL runs the core's plan (K1, K2-*, K3). */
-    cvf_status (*mlp_backward)(cvf_context *ctx, const cvf_mlp_backward_args *args);
+    /* The oracle's own MLP forward / backward, straight from the formulas, so that a mistake in
+     * the core's composition cannot hide in the oracle too. Only the reference device sets them;
+     * every other backend runs the core's steps. */
+    cvf_status (*mlp_forward_oracle)(cvf_context *ctx, const cvf_mlp_forward_args *args);
+    cvf_status (*mlp_backward_oracle)(cvf_context *ctx, const cvf_mlp_backward_args *args);
     /* The dtype the backend keeps the MLP's grad_fc1_output in, for tensors of storage dtype
      * (grad_output's). Optional: NULL keeps accumulate_dtype. */
     cvf_dtype (*mlp_intermediate_dtype)(cvf_dtype storage);
-    /* Fills the schedule fields of each step's info (engine, tiles, splits, stream) as the backend
-     * would run them on ctx. Optional: NULL leaves them zero. */
-    void (*mlp_schedule)(const cvf_context *ctx, cvf_mlp_step *steps, int count);
+    /* Fills the schedule of each step's info as the backend would run it on ctx: engine, tiles,
+     * splits, the lane (info.stream), how the engine was chosen and the times measured. Optional:
+     * NULL leaves them zero (one lane, no schedule shown). */
+    void (*plan_steps)(const cvf_context *ctx, cvf_mlp_step *steps, int count);
+    /* Runs a whole step list in an order that respects each step's needs, on the lanes plan_steps
+     * gives; workspaces[i] is step i's own scratch (step_workspace bytes; the steps may run at the
+     * same time). Optional: NULL runs the steps one after another through matmul / column_sum
+     * with one shared scratch. */
+    cvf_status (*run_steps)(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
 } cvf_backend;
 
 extern const cvf_backend cvf_cpu_backend;
@@ -70,33 +85,16 @@ extern const cvf_backend cvf_reference_backend;
 extern const cvf_backend cvf_cuda_backend;
 #endif
 
-/* What a CUDA context knows about its GPU (zero on other devices). */
-typedef struct cvf_cuda_info {
-    int32_t device_index;
-    void *stream;            /* cudaStream_t */
-    int32_t sm_count;        /* multiprocessors: the persistent grid's size */
-    int32_t major, minor;    /* compute capability */
-    int32_t max_smem_optin;  /* dynamic shared memory a block may opt in to, bytes */
-    bool fast;               /* sm_90 and CVF_CUDA_KERNEL != simple: the TMA/wgmma kernel may run */
-    const char *last_kernel; /* the kernel the last matmul ran ("sm90", "simple", ...): for tests */
-    void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
-    int32_t *sync;           /* device: per lane, the fast kernel's scheduler and split-K words (zero
-                                between launches; allocated and cleared once, at context creation) */
-    int32_t lane;            /* the lane the next kernel is enqueued on: 0 the context's stream,
-                                1, 2 the MLP's side streams (ctx->cuda.stream is that lane's stream) */
-    void *side_streams[2];   /* cudaStream_t of lanes 1, 2: created at the first MLP backward */
-    void *events[4];         /* cudaEvent_t: fork, K1 done, lane 1 done, lane 2 done */
-} cvf_cuda_info;
-
 struct cvf_context {
     cvf_device device;
     const cvf_backend *backend;
+    void *backend_state; /* the backend's own per-context state (init/release), opaque to the core */
+    void *stream;        /* the caller's stream (cvf_context_set_stream); NULL: the default stream */
     int32_t threads;
     cvf_threadpool *pool;
-    cvf_cuda_info cuda;
     void *workspace; /* backend memory reserved by earlier calls, reused (or the caller's) */
     size_t workspace_size;
-    bool workspace_is_callers; /* cvf_context_set_workspace: never grown or freed by cvfuse */
+    bool workspace_is_callers;      /* cvf_context_set_workspace: never grown or freed by cvfuse */
     char message[CVF_MESSAGE_SIZE]; /* last error; "" after a success */
 };
 
@@ -117,14 +115,11 @@ static inline size_t cvf_round_up_64(size_t bytes)
     return (bytes + 63) & ~(size_t)63;
 }
 
-/* Sets up ctx->cuda for options (device present, properties read, device made current).
- * Returns SUCCESS or UNSUPPORTED with the reason in why. Without CUDA in the build: UNSUPPORTED,
- * "built without CUDA". Defined in src/cuda (or the stub in context.c). */
-cvf_status cvf_cuda_context_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
-
-/* Releases what cvf_cuda_context_init and later calls made for ctx (streams, events, device
- * memory, the tensor-map cache); a no-op on other devices and without CUDA. */
-void cvf_cuda_context_release(cvf_context *ctx);
+/* Rounds bytes up to a multiple of 256: the alignment of every piece of a workspace. */
+static inline size_t cvf_round_up_256(size_t bytes)
+{
+    return (bytes + 255) & ~(size_t)255;
+}
 
 /* Records a formatted message for the last error of ctx and returns status. */
 cvf_status cvf_fail(cvf_context *ctx, cvf_status status, const char *format, ...) __attribute__((format(printf, 3, 4)));
@@ -172,13 +167,29 @@ cvf_status cvf_validate_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_
 
 /* ---- MLP plans (mlp_plan.c) ----------------------------------------------------------- */
 
+/* What a step of an MLP computes: steps are identified by what they are, never by position. */
+typedef enum cvf_step_id {
+    CVF_STEP_FC1 = 0, /* forward: gelu_output = gelu(fc1_output = hidden_state @ fc1_weight^T + fc1_bias) */
+    CVF_STEP_FC2,     /* forward: output = gelu_output @ fc2_weight^T + fc2_bias */
+    CVF_STEP_K1,      /* backward: grad_fc1_output = (grad_output @ fc2_weight) * gelu'(fc1_output), + bias grad */
+    CVF_STEP_K2_1,    /* backward: grad_fc2_weight = grad_output^T @ gelu_output */
+    CVF_STEP_K2_2,    /* backward: grad_fc1_weight = grad_fc1_output^T @ hidden_state */
+    CVF_STEP_K2_3,    /* backward: grad_hidden_state = grad_fc1_output @ fc1_weight */
+    CVF_STEP_K3,      /* backward: grad_fc2_bias = grad_output.sum(0) */
+    CVF_STEP_COUNT
+} cvf_step_id;
+
 /*
- * One kernel of the MLP backward: its description (name, formula, shape, bytes) and the operands
- * it runs on. A GEMM computes c = epilogue(a @ b); a reduction sums the rows of a into out. The
- * same function builds the steps for the plan (from the shape alone) and for the run (from the
- * caller's views), so what the plan says is what runs.
+ * One kernel of an MLP call: what it is, its description (name, formula, shape, bytes, and the
+ * schedule a backend fills in) and the operands it runs on. A GEMM computes
+ * c = epilogue(a @ b); a reduction sums the rows of a into out. needs has bit i set when the step
+ * reads what step i of the same list writes. The same functions build the steps for the plan
+ * (from the shape alone) and for the run (from the caller's views): what the plan says is what
+ * runs.
  */
 struct cvf_mlp_step {
+    cvf_step_id id;
+    uint32_t needs;
     cvf_kernel_info info;
     cvf_matrix a, b, c;
     cvf_epilogue epilogue;
@@ -190,18 +201,30 @@ struct cvf_mlp_step {
  * point into args. */
 int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps);
 
+/* Fills steps[] for a validated forward call; gelu_output is where fc1 stores its activation
+ * (the caller's, or the workspace's for inference) and fc1_output NULL when it is not saved. */
+int cvf_mlp_forward_steps(const cvf_mlp_forward_args *args, const cvf_matrix *gelu_output,
+                          const cvf_matrix *fc1_output, cvf_mlp_step *steps);
+
 /* Bytes of workspace one step needs from ctx's backend. */
 size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step);
 
-/* Runs one step on ctx's backend with its workspace; a failure's message is prefixed with the
- * kernel's name and formula. */
+/* Runs one step on ctx's backend (matmul or column_sum) with its workspace; a failure's message
+ * is prefixed with the kernel's name and formula. */
 cvf_status cvf_mlp_run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace);
+
+/* Prefixes ctx's message with the step's name and formula (for backends that run steps). */
+void cvf_mlp_step_failed(cvf_context *ctx, const cvf_mlp_step *step);
 
 /* The dtype ctx's backend keeps grad_fc1_output in for tensors of storage dtype. */
 cvf_dtype cvf_mlp_intermediate_dtype(const cvf_context *ctx, cvf_dtype storage);
 
-/* Fills plan for a validated shape on ctx's device. */
-void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan);
+/* A dense row-major view (data NULL) of rows x cols of dtype whose rows start 16-byte aligned
+ * (the intermediates the core keeps), and its bytes rounded up to 256; false on overflow. */
+bool cvf_intermediate_view(int64_t rows, int64_t cols, cvf_dtype dtype, cvf_matrix *view, size_t *bytes);
+
+/* Fills plan for a validated shape on ctx's device (forward or backward). */
+void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, bool forward, cvf_mlp_plan *plan);
 
 /* ---- numerics shared by the fast backends -------------------------------------------- */
 

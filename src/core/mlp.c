@@ -19,9 +19,27 @@ typedef struct mlp_tensor {
     mlp_dim rows; /* a vector's length */
     mlp_dim cols;
     bool is_output;
+    bool optional; /* may be absent: an all-zero view */
 } mlp_tensor;
 
 #define MLP_MAX_TENSORS 11
+
+/* True for an absent optional matrix: the all-zero view {0}. */
+static bool matrix_absent(const cvf_matrix *m)
+{
+    return m->data == NULL && m->rows == 0 && m->cols == 0 && m->row_stride == 0 && m->col_stride == 0 &&
+           m->dtype == CVF_F32;
+}
+
+/* Drops the absent optional tensors from the table; returns how many are left. */
+static int present_tensors(mlp_tensor *tensors, int count)
+{
+    int kept = 0;
+    for (int i = 0; i < count; i++)
+        if (!(tensors[i].optional && tensors[i].matrix && matrix_absent(tensors[i].matrix)))
+            tensors[kept++] = tensors[i];
+    return kept;
+}
 
 /* Checks every view of the table on its own (pointers, values, dtypes, extents, layouts). */
 static cvf_status check_views(cvf_context *ctx, const mlp_tensor *tensors, int count, cvf_operand *operands)
@@ -71,11 +89,70 @@ static cvf_status validate_mlp(cvf_context *ctx, const mlp_tensor *tensors, int 
     return cvf_check_aliasing(ctx, operands, count);
 }
 
+/* Checks the GELU kind of an MLP call. */
+static cvf_status check_gelu(cvf_context *ctx, cvf_gelu gelu)
+{
+    if (gelu != CVF_GELU_TANH && gelu != CVF_GELU_ERF)
+        return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "args.gelu: %d is not a cvf_gelu value (0 tanh, 1 erf)",
+                        (int)gelu);
+    return CVF_STATUS_SUCCESS;
+}
+
+/* Validates a forward call (absent optional outputs skipped). */
+static cvf_status validate_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
+{
+    if (!args)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
+    mlp_tensor tensors[] = {
+        {"hidden_state", &args->hidden_state, NULL, DIM_S, DIM_H, false, false},
+        {"fc1_weight", &args->fc1_weight, NULL, DIM_I, DIM_H, false, false},
+        {"fc1_bias", NULL, &args->fc1_bias, DIM_I, DIM_NONE, false, false},
+        {"fc2_weight", &args->fc2_weight, NULL, DIM_H, DIM_I, false, false},
+        {"fc2_bias", NULL, &args->fc2_bias, DIM_H, DIM_NONE, false, false},
+        {"fc1_output", &args->fc1_output, NULL, DIM_S, DIM_I, true, true},
+        {"gelu_output", &args->gelu_output, NULL, DIM_S, DIM_I, true, true},
+        {"output", &args->output, NULL, DIM_S, DIM_H, true, false},
+    };
+    int count = present_tensors(tensors, (int)(sizeof tensors / sizeof tensors[0]));
+    int64_t dims[4] = {0, 0, 0, 1};
+    cvf_status status = validate_mlp(ctx, tensors, count, 1, dims);
+    return status != CVF_STATUS_SUCCESS ? status : check_gelu(ctx, args->gelu);
+}
+
+/* Validates a backward call; dims gets S, H, I. */
+static cvf_status validate_backward(cvf_context *ctx, const cvf_mlp_backward_args *args, int64_t dims[4])
+{
+    if (!args)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
+    mlp_tensor tensors[] = {
+        {"grad_output", &args->grad_output, NULL, DIM_S, DIM_H, false, false},
+        {"hidden_state", &args->hidden_state, NULL, DIM_S, DIM_H, false, false},
+        {"fc1_weight", &args->fc1_weight, NULL, DIM_I, DIM_H, false, false},
+        {"fc2_weight", &args->fc2_weight, NULL, DIM_H, DIM_I, false, false},
+        {"fc1_output", &args->fc1_output, NULL, DIM_S, DIM_I, false, false},
+        {"gelu_output", &args->gelu_output, NULL, DIM_S, DIM_I, false, false},
+        {"grad_hidden_state", &args->grad_hidden_state, NULL, DIM_S, DIM_H, true, false},
+        {"grad_fc1_weight", &args->grad_fc1_weight, NULL, DIM_I, DIM_H, true, false},
+        {"grad_fc1_bias", NULL, &args->grad_fc1_bias, DIM_I, DIM_NONE, true, false},
+        {"grad_fc2_weight", &args->grad_fc2_weight, NULL, DIM_H, DIM_I, true, false},
+        {"grad_fc2_bias", NULL, &args->grad_fc2_bias, DIM_H, DIM_NONE, true, false},
+    };
+    cvf_status status = validate_mlp(ctx, tensors, (int)(sizeof tensors / sizeof tensors[0]), 2, dims);
+    return status != CVF_STATUS_SUCCESS ? status : check_gelu(ctx, args->gelu);
+}
+
 size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
     if (step->info.kind == CVF_KERNEL_REDUCTION)
         return ctx->backend->column_sum_workspace(ctx, &step->a);
     return ctx->backend->matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
+}
+
+void cvf_mlp_step_failed(cvf_context *ctx, const cvf_mlp_step *step)
+{
+    char reason[CVF_MESSAGE_SIZE];
+    snprintf(reason, sizeof reason, "%s", ctx->message);
+    cvf_fail(ctx, CVF_STATUS_SUCCESS, "%s (%s): %s", step->info.name, step->info.computes, reason);
 }
 
 cvf_status cvf_mlp_run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace)
@@ -84,84 +161,108 @@ cvf_status cvf_mlp_run_step(cvf_context *ctx, const cvf_mlp_step *step, void *wo
     cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
                             ? be->column_sum(ctx, &step->a, &step->out, workspace)
                             : be->matmul(ctx, &step->a, &step->b, &step->c, &step->epilogue, workspace);
-    if (status != CVF_STATUS_SUCCESS) {
-        char reason[CVF_MESSAGE_SIZE];
-        snprintf(reason, sizeof reason, "%s", ctx->message);
-        cvf_fail(ctx, status, "%s (%s): %s", step->info.name, step->info.computes, reason);
-    }
+    if (status != CVF_STATUS_SUCCESS)
+        cvf_mlp_step_failed(ctx, step);
     return status;
 }
 
-/* Runs steps in order, each with the same scratch workspace (reserved before the first step,
- * so no step can fail for lack of memory after an earlier one stored its output). */
-static cvf_status run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *workspace)
+/*
+ * The memory of one MLP call: the intermediate the core keeps (grad_fc1_output in the backward,
+ * gelu_output of an inference forward), then the steps' scratch — one piece per step when the
+ * backend runs the steps itself (they may run at the same time), else one piece they share.
+ */
+typedef struct mlp_layout {
+    cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
+    int count;
+    bool has_intermediate;
+    cvf_matrix intermediate; /* data NULL until bound */
+    size_t held;             /* bytes of the intermediate, rounded to 256 */
+    size_t scratch[CVF_PLAN_MAX_KERNELS]; /* offset of each step's scratch */
+    size_t total;
+} mlp_layout;
+
+/* Composes the steps (with the intermediate at data, NULL while sizing). */
+typedef int (*compose_fn)(const void *args, mlp_layout *layout);
+
+/* The backward's steps over the layout's grad_fc1_output. */
+static int compose_backward(const void *args, mlp_layout *l)
 {
-    for (int i = 0; i < count; i++) {
-        cvf_status status = cvf_mlp_run_step(ctx, &steps[i], workspace);
+    return cvf_mlp_backward_steps((const cvf_mlp_backward_args *)args, &l->intermediate, l->steps);
+}
+
+/* The forward's steps: fc1 stores into the caller's gelu_output, or the layout's intermediate. */
+static int compose_forward(const void *args, mlp_layout *l)
+{
+    const cvf_mlp_forward_args *a = (const cvf_mlp_forward_args *)args;
+    const cvf_matrix *gelu = l->has_intermediate ? &l->intermediate : &a->gelu_output;
+    const cvf_matrix *fc1 = matrix_absent(&a->fc1_output) ? NULL : &a->fc1_output;
+    return cvf_mlp_forward_steps(a, gelu, fc1, l->steps);
+}
+
+/* Sizes the scratch of l's steps after the intermediate; SIZE_OVERFLOW when it cannot be. */
+static cvf_status size_layout(cvf_context *ctx, mlp_layout *l)
+{
+    const bool separate = ctx->backend->run_steps != NULL;
+    size_t total = l->held, shared = 0;
+    for (int i = 0; i < l->count; i++) {
+        size_t bytes = cvf_round_up_256(cvf_mlp_step_workspace(ctx, &l->steps[i]));
+        if (bytes > SIZE_MAX / 4 - total)
+            return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "mlp: workspace size overflows");
+        l->scratch[i] = separate ? total : l->held;
+        if (separate)
+            total += bytes;
+        else
+            shared = bytes > shared ? bytes : shared;
+    }
+    l->total = total + shared;
+    return CVF_STATUS_SUCCESS;
+}
+
+/* Lays out a call whose intermediate (if any) is rows x cols of dtype. */
+static cvf_status plan_layout(cvf_context *ctx, const void *args, compose_fn compose, bool has_intermediate,
+                              int64_t rows, int64_t cols, cvf_dtype dtype, mlp_layout *l)
+{
+    *l = (mlp_layout){.has_intermediate = has_intermediate};
+    if (has_intermediate && !cvf_intermediate_view(rows, cols, dtype, &l->intermediate, &l->held))
+        return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "mlp intermediate: %lld x %lld overflows", (long long)rows,
+                        (long long)cols);
+    l->count = compose(args, l);
+    return size_layout(ctx, l);
+}
+
+/* Binds the layout to workspace and runs its steps (the backend's own runner, else in order). */
+static cvf_status run_layout(cvf_context *ctx, const void *args, compose_fn compose, mlp_layout *l, void *workspace)
+{
+    if (l->has_intermediate)
+        l->intermediate.data = workspace;
+    l->count = compose(args, l);
+    void *pieces[CVF_PLAN_MAX_KERNELS];
+    for (int i = 0; i < l->count; i++)
+        pieces[i] = workspace ? (char *)workspace + l->scratch[i] : NULL;
+    if (ctx->backend->run_steps)
+        return ctx->backend->run_steps(ctx, l->steps, l->count, pieces);
+    for (int i = 0; i < l->count; i++) {
+        cvf_status status = cvf_mlp_run_step(ctx, &l->steps[i], pieces[i]);
         if (status != CVF_STATUS_SUCCESS)
             return status;
     }
     return CVF_STATUS_SUCCESS;
 }
 
-/* The largest workspace any of the steps needs. */
-static size_t steps_workspace(const cvf_context *ctx, const cvf_mlp_step *steps, int count)
+/* The forward's layout: an inference call without gelu_output keeps it in the workspace. */
+static cvf_status forward_layout(cvf_context *ctx, const cvf_mlp_forward_args *args, mlp_layout *l)
 {
-    size_t most = 0;
-    for (int i = 0; i < count; i++) {
-        size_t bytes = cvf_mlp_step_workspace(ctx, &steps[i]);
-        most = bytes > most ? bytes : most;
-    }
-    return most;
+    bool keep = matrix_absent(&args->gelu_output);
+    return plan_layout(ctx, args, compose_forward, keep, args->hidden_state.rows, args->fc1_weight.rows,
+                       args->output.dtype, l);
 }
 
-/* The core's forward: fc1 with bias + GELU storing both tensors, then fc2 with bias. */
-static cvf_status compose_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
-{
-    cvf_mlp_step steps[2] = {{.info = {.name = "fc1",
-                                       .computes = "gelu_output = gelu_tanh(fc1_output = "
-                                                   "hidden_state @ fc1_weight^T + fc1_bias)"}},
-                             {.info = {.name = "fc2", .computes = "output = gelu_output @ fc2_weight^T + fc2_bias"}}};
-    steps[0].a = args->hidden_state;
-    steps[0].b = cvf_matrix_transpose(args->fc1_weight);
-    steps[0].c = args->gelu_output;
-    steps[0].epilogue = (cvf_epilogue){CVF_ACTIVATION_GELU_TANH, &args->fc1_bias, NULL, &args->fc1_output, NULL};
-    steps[1].a = args->gelu_output;
-    steps[1].b = cvf_matrix_transpose(args->fc2_weight);
-    steps[1].c = args->output;
-    steps[1].epilogue = (cvf_epilogue){CVF_ACTIVATION_NONE, &args->fc2_bias, NULL, NULL, NULL};
-    void *workspace;
-    cvf_status status = cvf_workspace_reserve(ctx, steps_workspace(ctx, steps, 2), "mlp forward", &workspace);
-    if (status != CVF_STATUS_SUCCESS)
-        return status;
-    return run_steps(ctx, steps, 2, workspace);
-}
-
-/* The core's backward: the steps of cvf_mlp_backward_steps (K1 fused, K2-1..3, K3), with
- * grad_fc1_output at the start of the workspace and the kernels' scratch after it. */
-static cvf_status compose_backward(cvf_context *ctx, const cvf_mlp_backward_args *args, const int64_t dims[4])
+/* The backward's layout: grad_fc1_output in the backend's intermediate dtype. */
+static cvf_status backward_layout(cvf_context *ctx, const cvf_mlp_backward_args *args, const int64_t dims[4],
+                                  mlp_layout *l)
 {
     cvf_dtype keep = cvf_mlp_intermediate_dtype(ctx, args->grad_output.dtype);
-    int64_t elements;
-    size_t bytes;
-    if (__builtin_mul_overflow(dims[DIM_S], dims[DIM_I], &elements) ||
-        __builtin_mul_overflow((size_t)elements, cvf_dtype_size(keep), &bytes) || bytes > SIZE_MAX / 2)
-        return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "grad_fc1_output workspace: S x I = %lld x %lld overflows",
-                        (long long)dims[DIM_S], (long long)dims[DIM_I]);
-    cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, keep, dims[DIM_S], dims[DIM_I]);
-    cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
-    int count = cvf_mlp_backward_steps(args, &grad_fc1_output, steps);
-    size_t held = cvf_round_up_64(bytes), scratch = steps_workspace(ctx, steps, count);
-    if (scratch > SIZE_MAX - held)
-        return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW, "mlp backward: workspace size overflows");
-    void *workspace;
-    cvf_status status =
-        cvf_workspace_reserve(ctx, held + scratch, "mlp backward (grad_fc1_output + scratch)", &workspace);
-    if (status != CVF_STATUS_SUCCESS)
-        return status;
-    grad_fc1_output.data = workspace;
-    count = cvf_mlp_backward_steps(args, &grad_fc1_output, steps);
-    return run_steps(ctx, steps, count, workspace ? (char *)workspace + held : NULL);
+    return plan_layout(ctx, args, compose_backward, true, dims[DIM_S], dims[DIM_I], keep, l);
 }
 
 cvf_dtype cvf_mlp_intermediate_dtype(const cvf_context *ctx, cvf_dtype storage)
@@ -175,25 +276,37 @@ cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
-    if (!args)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
-    const mlp_tensor tensors[] = {
-        {"hidden_state", &args->hidden_state, NULL, DIM_S, DIM_H, false},
-        {"fc1_weight", &args->fc1_weight, NULL, DIM_I, DIM_H, false},
-        {"fc1_bias", NULL, &args->fc1_bias, DIM_I, DIM_NONE, false},
-        {"fc2_weight", &args->fc2_weight, NULL, DIM_H, DIM_I, false},
-        {"fc2_bias", NULL, &args->fc2_bias, DIM_H, DIM_NONE, false},
-        {"fc1_output", &args->fc1_output, NULL, DIM_S, DIM_I, true},
-        {"gelu_output", &args->gelu_output, NULL, DIM_S, DIM_I, true},
-        {"output", &args->output, NULL, DIM_S, DIM_H, true},
-    };
-    int64_t dims[4] = {0, 0, 0, 1};
-    cvf_status status = validate_mlp(ctx, tensors, (int)(sizeof tensors / sizeof tensors[0]), 1, dims);
+    cvf_status status = validate_forward(ctx, args);
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    if (ctx->backend->mlp_forward)
-        return ctx->backend->mlp_forward(ctx, args);
-    return compose_forward(ctx, args);
+    if (ctx->backend->mlp_forward_oracle)
+        return ctx->backend->mlp_forward_oracle(ctx, args);
+    mlp_layout layout;
+    void *workspace;
+    if ((status = forward_layout(ctx, args, &layout)) ||
+        (status = cvf_workspace_reserve(ctx, layout.total, "mlp forward", &workspace)))
+        return status;
+    return run_layout(ctx, args, compose_forward, &layout, workspace);
+}
+
+cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes)
+{
+    if (!ctx)
+        return CVF_STATUS_NULL_POINTER;
+    cvf_clear_error(ctx);
+    if (!bytes)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "bytes: the size_t * is NULL");
+    cvf_status status = validate_forward(ctx, args);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    *bytes = 0;
+    if (ctx->backend->mlp_forward_oracle)
+        return CVF_STATUS_SUCCESS;
+    mlp_layout layout;
+    if ((status = forward_layout(ctx, args, &layout)))
+        return status;
+    *bytes = layout.total;
+    return CVF_STATUS_SUCCESS;
 }
 
 cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
@@ -201,41 +314,37 @@ cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
-    if (!args)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
-    const mlp_tensor tensors[] = {
-        {"grad_output", &args->grad_output, NULL, DIM_S, DIM_H, false},
-        {"hidden_state", &args->hidden_state, NULL, DIM_S, DIM_H, false},
-        {"fc1_weight", &args->fc1_weight, NULL, DIM_I, DIM_H, false},
-        {"fc2_weight", &args->fc2_weight, NULL, DIM_H, DIM_I, false},
-        {"fc1_output", &args->fc1_output, NULL, DIM_S, DIM_I, false},
-        {"gelu_output", &args->gelu_output, NULL, DIM_S, DIM_I, false},
-        {"grad_hidden_state", &args->grad_hidden_state, NULL, DIM_S, DIM_H, true},
-        {"grad_fc1_weight", &args->grad_fc1_weight, NULL, DIM_I, DIM_H, true},
-        {"grad_fc1_bias", NULL, &args->grad_fc1_bias, DIM_I, DIM_NONE, true},
-        {"grad_fc2_weight", &args->grad_fc2_weight, NULL, DIM_H, DIM_I, true},
-        {"grad_fc2_bias", NULL, &args->grad_fc2_bias, DIM_H, DIM_NONE, true},
-    };
     int64_t dims[4] = {0, 0, 0, 1};
-    cvf_status status = validate_mlp(ctx, tensors, (int)(sizeof tensors / sizeof tensors[0]), 2, dims);
+    cvf_status status = validate_backward(ctx, args, dims);
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    if (ctx->backend->mlp_backward)
-        return ctx->backend->mlp_backward(ctx, args);
-    return compose_backward(ctx, args, dims);
-}
-
-/* TODO(issue 10): replaced by the step layout below. */
-cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes)
-{
-    (void)args;
-    (void)bytes;
-    return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "not yet");
+    if (ctx->backend->mlp_backward_oracle)
+        return ctx->backend->mlp_backward_oracle(ctx, args);
+    mlp_layout layout;
+    void *workspace;
+    if ((status = backward_layout(ctx, args, dims, &layout)) ||
+        (status = cvf_workspace_reserve(ctx, layout.total, "mlp backward (grad_fc1_output + scratch)", &workspace)))
+        return status;
+    return run_layout(ctx, args, compose_backward, &layout, workspace);
 }
 
 cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_mlp_backward_args *args, size_t *bytes)
 {
-    (void)args;
-    (void)bytes;
-    return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "not yet");
+    if (!ctx)
+        return CVF_STATUS_NULL_POINTER;
+    cvf_clear_error(ctx);
+    if (!bytes)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "bytes: the size_t * is NULL");
+    int64_t dims[4] = {0, 0, 0, 1};
+    cvf_status status = validate_backward(ctx, args, dims);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    *bytes = 0;
+    if (ctx->backend->mlp_backward_oracle)
+        return CVF_STATUS_SUCCESS;
+    mlp_layout layout;
+    if ((status = backward_layout(ctx, args, dims, &layout)))
+        return status;
+    *bytes = layout.total;
+    return CVF_STATUS_SUCCESS;
 }

@@ -44,10 +44,16 @@ static void measure_step(cvf_mlp_step *step)
 }
 
 /* A GEMM step c = epilogue(a @ b). */
-static cvf_mlp_step gemm_step(const char *name, const char *computes, const char *fused, cvf_matrix a, cvf_matrix b,
-                              cvf_matrix c, cvf_epilogue epilogue)
+static cvf_mlp_step gemm_step(cvf_step_id id, const char *name, const char *computes, const char *fused,
+                              cvf_matrix a, cvf_matrix b, cvf_matrix c, cvf_epilogue epilogue)
 {
-    cvf_mlp_step step = {.info = {name, computes, fused, fused[0] ? CVF_KERNEL_FUSED_GEMM : CVF_KERNEL_GEMM},
+    cvf_mlp_step step = {.id = id,
+                         .info = {.name = name,
+                                  .computes = computes,
+                                  .fused = fused,
+                                  .kind = fused[0] ? CVF_KERNEL_FUSED_GEMM : CVF_KERNEL_GEMM,
+                                  .engine = "",
+                                  .choice = ""},
                          .a = a,
                          .b = b,
                          .c = c,
@@ -56,24 +62,77 @@ static cvf_mlp_step gemm_step(const char *name, const char *computes, const char
     return step;
 }
 
+/* The bit of step index i in a step's needs. */
+static uint32_t step_bit(int i)
+{
+    return (uint32_t)1 << i;
+}
+
 int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps)
 {
-    const cvf_epilogue plain = {CVF_ACTIVATION_NONE, NULL, NULL, NULL, NULL};
-    const cvf_epilogue k1 = {CVF_ACTIVATION_DGELU_TANH, NULL, &args->fc1_output, NULL, &args->grad_fc1_bias};
-    steps[0] = gemm_step("K1", "grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output)",
-                         "x gelu_tanh'(fc1_output) on the fp32 tile; grad_fc1_bias column sums", args->grad_output,
-                         args->fc2_weight, *grad_fc1_output, k1);
-    steps[1] = gemm_step("K2-1", "grad_fc2_weight = grad_output^T @ gelu_output", "",
+    const bool erf = args->gelu == CVF_GELU_ERF;
+    const cvf_epilogue plain = {.activation = CVF_ACTIVATION_NONE};
+    const cvf_epilogue k1 = {.activation = erf ? CVF_ACTIVATION_DGELU_ERF : CVF_ACTIVATION_DGELU_TANH,
+                             .aux_in = &args->fc1_output,
+                             .bias_grad = &args->grad_fc1_bias};
+    steps[0] = gemm_step(CVF_STEP_K1, "K1",
+                         erf ? "grad_fc1_output = (grad_output @ fc2_weight) * gelu_erf'(fc1_output)"
+                             : "grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output)",
+                         erf ? "x gelu_erf'(fc1_output) on the fp32 tile; grad_fc1_bias column sums"
+                             : "x gelu_tanh'(fc1_output) on the fp32 tile; grad_fc1_bias column sums",
+                         args->grad_output, args->fc2_weight, *grad_fc1_output, k1);
+    steps[1] = gemm_step(CVF_STEP_K2_1, "K2-1", "grad_fc2_weight = grad_output^T @ gelu_output", "",
                          cvf_matrix_transpose(args->grad_output), args->gelu_output, args->grad_fc2_weight, plain);
-    steps[2] = gemm_step("K2-2", "grad_fc1_weight = grad_fc1_output^T @ hidden_state", "",
+    steps[2] = gemm_step(CVF_STEP_K2_2, "K2-2", "grad_fc1_weight = grad_fc1_output^T @ hidden_state", "",
                          cvf_matrix_transpose(*grad_fc1_output), args->hidden_state, args->grad_fc1_weight, plain);
-    steps[3] = gemm_step("K2-3", "grad_hidden_state = grad_fc1_output @ fc1_weight", "", *grad_fc1_output,
-                         args->fc1_weight, args->grad_hidden_state, plain);
-    steps[4] = (cvf_mlp_step){.info = {"K3", "grad_fc2_bias = grad_output.sum(0)", "", CVF_KERNEL_REDUCTION},
+    steps[2].needs = step_bit(0);
+    steps[3] = gemm_step(CVF_STEP_K2_3, "K2-3", "grad_hidden_state = grad_fc1_output @ fc1_weight", "",
+                         *grad_fc1_output, args->fc1_weight, args->grad_hidden_state, plain);
+    steps[3].needs = step_bit(0);
+    steps[4] = (cvf_mlp_step){.id = CVF_STEP_K3,
+                              .info = {.name = "K3",
+                                       .computes = "grad_fc2_bias = grad_output.sum(0)",
+                                       .fused = "",
+                                       .kind = CVF_KERNEL_REDUCTION,
+                                       .engine = "",
+                                       .choice = ""},
                               .a = args->grad_output,
                               .out = args->grad_fc2_bias};
     measure_step(&steps[4]);
     return 5;
+}
+
+int cvf_mlp_forward_steps(const cvf_mlp_forward_args *args, const cvf_matrix *gelu_output,
+                          const cvf_matrix *fc1_output, cvf_mlp_step *steps)
+{
+    const bool erf = args->gelu == CVF_GELU_ERF;
+    const cvf_epilogue fc1 = {.activation = erf ? CVF_ACTIVATION_GELU_ERF : CVF_ACTIVATION_GELU_TANH,
+                              .bias = &args->fc1_bias,
+                              .aux_out = fc1_output};
+    const cvf_epilogue fc2 = {.activation = CVF_ACTIVATION_NONE, .bias = &args->fc2_bias};
+    steps[0] = gemm_step(CVF_STEP_FC1, "fc1",
+                         erf ? "gelu_output = gelu_erf(fc1_output = hidden_state @ fc1_weight^T + fc1_bias)"
+                             : "gelu_output = gelu_tanh(fc1_output = hidden_state @ fc1_weight^T + fc1_bias)",
+                         fc1_output ? "+ fc1_bias, fc1_output stored, GELU on the fp32 tile"
+                                    : "+ fc1_bias, GELU on the fp32 tile",
+                         args->hidden_state, cvf_matrix_transpose(args->fc1_weight), *gelu_output, fc1);
+    steps[1] = gemm_step(CVF_STEP_FC2, "fc2", "output = gelu_output @ fc2_weight^T + fc2_bias", "+ fc2_bias",
+                         *gelu_output, cvf_matrix_transpose(args->fc2_weight), args->output, fc2);
+    steps[1].needs = step_bit(0);
+    return 2;
+}
+
+bool cvf_intermediate_view(int64_t rows, int64_t cols, cvf_dtype dtype, cvf_matrix *view, size_t *bytes)
+{
+    int64_t per_16 = (int64_t)(16 / cvf_dtype_size(dtype));
+    int64_t ld = cols > 0 ? (cols + per_16 - 1) / per_16 * per_16 : 1, elements;
+    if (rows < 0 || cols < 0 || __builtin_mul_overflow(rows, ld, &elements) ||
+        __builtin_mul_overflow((size_t)elements, cvf_dtype_size(dtype), bytes) || *bytes > SIZE_MAX / 4)
+        return false;
+    *view = cvf_matrix_row_major(NULL, dtype, rows, cols);
+    view->row_stride = ld;
+    *bytes = cvf_round_up_256(*bytes);
+    return true;
 }
 
 /* Views of the shape's tensors with no data: what the plan measures. */
@@ -93,6 +152,7 @@ static cvf_mlp_backward_args shape_only_args(const cvf_mlp_shape *shape)
         .grad_fc1_bias = cvf_vector_dense(NULL, e, I),
         .grad_fc2_weight = cvf_matrix_row_major(NULL, e, H, I),
         .grad_fc2_bias = cvf_vector_dense(NULL, e, H),
+        .gelu = shape->gelu,
     };
     return args;
 }
@@ -123,37 +183,88 @@ static void add_savings(cvf_mlp_plan *plan)
                    -3 * S * I * (w - e));
 }
 
-void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
+/* Views of a forward's tensors with no data: what its plan measures. */
+static cvf_mlp_forward_args shape_only_forward(const cvf_mlp_shape *shape)
+{
+    int64_t S = shape->tokens, H = shape->hidden, I = shape->intermediate;
+    cvf_dtype e = shape->dtype;
+    cvf_mlp_forward_args args = {
+        .hidden_state = cvf_matrix_row_major(NULL, e, S, H),
+        .fc1_weight = cvf_matrix_row_major(NULL, e, I, H),
+        .fc1_bias = cvf_vector_dense(NULL, e, I),
+        .fc2_weight = cvf_matrix_row_major(NULL, e, H, I),
+        .fc2_bias = cvf_vector_dense(NULL, e, H),
+        .fc1_output = cvf_matrix_row_major(NULL, e, S, I),
+        .gelu_output = cvf_matrix_row_major(NULL, e, S, I),
+        .output = cvf_matrix_row_major(NULL, e, S, H),
+        .gelu = shape->gelu,
+    };
+    return args;
+}
+
+/* What the fused forward saves against an unfused run (GEMM, then separate bias and GELU passes
+ * over the stored product, in the storage dtype). */
+static void add_forward_savings(cvf_mlp_plan *plan)
+{
+    int64_t S = plan->shape.tokens, H = plan->shape.hidden, I = plan->shape.intermediate;
+    int64_t e = (int64_t)cvf_dtype_size(plan->shape.dtype);
+    add_saving(plan, "fc1: bias and GELU on the fp32 tile: the product is not stored and read back by a separate pass",
+               2 * S * I * e);
+    add_saving(plan, "fc2: bias on the fp32 tile: no separate bias pass over output", 2 * S * H * e);
+}
+
+/* The reference device's plan: its own float64 formulas, unfused. */
+static void reference_plan(const cvf_mlp_shape *shape, bool forward, cvf_mlp_plan *plan)
+{
+    uint64_t S = (uint64_t)shape->tokens, H = (uint64_t)shape->hidden, I = (uint64_t)shape->intermediate;
+    plan->kernel_count = 1;
+    plan->kernels[0] = (cvf_kernel_info){
+        .name = "REF",
+        .computes = forward ? "the forward in float64, unfused: the test oracle"
+                            : "all seven operations in float64, unfused: the test oracle",
+        .fused = "",
+        .kind = CVF_KERNEL_GEMM,
+        .m = shape->tokens,
+        .n = shape->hidden + shape->intermediate,
+        .k = forward ? shape->hidden : shape->intermediate,
+        .flops = (forward ? 4 : 8) * S * H * I,
+        .engine = "",
+        .choice = ""};
+}
+
+void cvf_mlp_plan_build(const cvf_context *ctx, const cvf_mlp_shape *shape, bool forward, cvf_mlp_plan *plan)
 {
     *plan = (cvf_mlp_plan){0};
     plan->shape = *shape;
+    plan->forward = forward;
     plan->device = ctx->device;
-    plan->workspace_dtype = cvf_mlp_intermediate_dtype(ctx, shape->dtype);
-    if (ctx->device == CVF_DEVICE_REFERENCE) { /* the backend's own path: the float64 oracle, unfused */
-        uint64_t S = (uint64_t)shape->tokens, H = (uint64_t)shape->hidden, I = (uint64_t)shape->intermediate;
-        plan->kernel_count = 1;
-        plan->kernels[0] = (cvf_kernel_info){.name = "REF",
-                                             .computes = "all seven operations in float64, unfused: the test oracle",
-                                             .fused = "",
-                                             .kind = CVF_KERNEL_GEMM,
-                                             .m = shape->tokens,
-                                             .n = shape->hidden + shape->intermediate,
-                                             .k = shape->intermediate,
-                                             .flops = 8 * S * H * I,
-                                             .engine = ""};
+    plan->workspace_dtype = forward ? shape->dtype : cvf_mlp_intermediate_dtype(ctx, shape->dtype);
+    if (ctx->backend->mlp_backward_oracle) { /* the backend's own path: the float64 oracle, unfused */
+        reference_plan(shape, forward, plan);
         return;
     }
-    cvf_mlp_backward_args args = shape_only_args(shape);
-    cvf_matrix grad_fc1_output = cvf_matrix_row_major(NULL, plan->workspace_dtype, shape->tokens, shape->intermediate);
     cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
-    plan->kernel_count = cvf_mlp_backward_steps(&args, &grad_fc1_output, steps);
-    if (ctx->backend->mlp_schedule)
-        ctx->backend->mlp_schedule(ctx, steps, plan->kernel_count);
+    if (forward) {
+        cvf_mlp_forward_args args = shape_only_forward(shape);
+        plan->kernel_count = cvf_mlp_forward_steps(&args, &args.gelu_output, &args.fc1_output, steps);
+    } else {
+        cvf_mlp_backward_args args = shape_only_args(shape);
+        cvf_matrix grad_fc1_output;
+        size_t bytes;
+        if (!cvf_intermediate_view(shape->tokens, shape->intermediate, plan->workspace_dtype, &grad_fc1_output, &bytes))
+            grad_fc1_output = cvf_matrix_row_major(NULL, plan->workspace_dtype, shape->tokens, shape->intermediate);
+        plan->kernel_count = cvf_mlp_backward_steps(&args, &grad_fc1_output, steps);
+    }
+    if (ctx->backend->plan_steps)
+        ctx->backend->plan_steps(ctx, steps, plan->kernel_count);
     for (int32_t i = 0; i < plan->kernel_count; i++) {
         plan->kernels[i] = steps[i].info;
         plan->bytes_total += steps[i].info.bytes;
     }
-    add_savings(plan);
+    if (forward)
+        add_forward_savings(plan);
+    else
+        add_savings(plan);
 }
 
 /* True when the plan's counters cannot overflow: every byte count it forms is at most
@@ -170,7 +281,8 @@ static bool plan_counters_fit(const cvf_mlp_shape *shape)
              __builtin_mul_overflow(t, 8, &t));
 }
 
-cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
+/* Validates a plan request and builds the plan. */
+static cvf_status build_plan(cvf_context *ctx, const cvf_mlp_shape *shape, bool forward, cvf_mlp_plan *plan)
 {
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
@@ -182,6 +294,8 @@ cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, c
                         (long long)shape->tokens, (long long)shape->hidden, (long long)shape->intermediate);
     if (cvf_dtype_size(shape->dtype) == 0)
         return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "shape.dtype: %d is not a cvf_dtype value", (int)shape->dtype);
+    if (shape->gelu != CVF_GELU_TANH && shape->gelu != CVF_GELU_ERF)
+        return cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "shape.gelu: %d is not a cvf_gelu value", (int)shape->gelu);
     if (!ctx->backend->supports_dtype(shape->dtype))
         return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "shape.dtype: %s is not supported on the %s device",
                         cvf_dtype_name(shape->dtype), cvf_device_name(ctx->device));
@@ -189,8 +303,18 @@ cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, c
         return cvf_fail(ctx, CVF_STATUS_SIZE_OVERFLOW,
                         "shape: S=%lld H=%lld I=%lld: the plan's FLOP or byte counts do not fit in 63 bits",
                         (long long)shape->tokens, (long long)shape->hidden, (long long)shape->intermediate);
-    cvf_mlp_plan_build(ctx, shape, plan);
+    cvf_mlp_plan_build(ctx, shape, forward, plan);
     return CVF_STATUS_SUCCESS;
+}
+
+cvf_status cvf_mlp_backward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
+{
+    return build_plan(ctx, shape, false, plan);
+}
+
+cvf_status cvf_mlp_forward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
+{
+    return build_plan(ctx, shape, true, plan);
 }
 
 /* A bounded appender over a caller's buffer that still counts the full length. */
@@ -248,6 +372,18 @@ static void describe_schedule(text_sink *sink, const cvf_kernel_info *k)
     if (k->splits > 1)
         sink_printf(sink, " x %d K slices = %lld units", (int)k->splits, (long long)k->units);
     sink_printf(sink, ", stream %d%s\n", (int)k->stream, k->stream ? " (side stream, joined before return)" : "");
+    if (k->choice && k->choice[0]) {
+        sink_printf(sink, "  %-5s %-10s %24s %9s %10s  engine chosen: %s", "", "", "", "", "", k->choice);
+        int32_t n = clamp_count(k->candidate_count, CVF_PLAN_MAX_CANDIDATES);
+        for (int32_t i = 0; i < n; i++) {
+            const cvf_engine_time *c = &k->candidates[i];
+            if (c->ms >= 0.0f)
+                sink_printf(sink, "%s %s %.4f ms", i ? "," : ";", text_or_dash(c->engine), (double)c->ms);
+            else
+                sink_printf(sink, "%s %s n/a", i ? "," : ";", text_or_dash(c->engine));
+        }
+        sink_printf(sink, "\n");
+    }
 }
 
 size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
@@ -260,9 +396,16 @@ size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
         return sink.length;
     }
     const cvf_mlp_shape *s = &plan->shape;
-    sink_printf(&sink, "MLP GELU backward on the %s device: S=%lld H=%lld I=%lld, %s tensors, %s grad_fc1_output\n",
-                cvf_device_name(plan->device), (long long)s->tokens, (long long)s->hidden, (long long)s->intermediate,
-                cvf_dtype_name(s->dtype), cvf_dtype_name(plan->workspace_dtype));
+    const char *gelu = s->gelu == CVF_GELU_ERF ? "erf" : "tanh";
+    if (plan->forward)
+        sink_printf(&sink, "MLP forward (GELU %s) on the %s device: S=%lld H=%lld I=%lld, %s tensors\n", gelu,
+                    cvf_device_name(plan->device), (long long)s->tokens, (long long)s->hidden,
+                    (long long)s->intermediate, cvf_dtype_name(s->dtype));
+    else
+        sink_printf(&sink,
+                    "MLP GELU (%s) backward on the %s device: S=%lld H=%lld I=%lld, %s tensors, %s grad_fc1_output\n",
+                    gelu, cvf_device_name(plan->device), (long long)s->tokens, (long long)s->hidden,
+                    (long long)s->intermediate, cvf_dtype_name(s->dtype), cvf_dtype_name(plan->workspace_dtype));
     sink_printf(&sink, "  %-5s %-10s %24s %9s %10s  %s\n", "", "kind", "m x n x k (rows x cols)", "GFLOP", "MB moved",
                 "computes");
     int32_t kernels = clamp_count(plan->kernel_count, CVF_PLAN_MAX_KERNELS);
@@ -294,9 +437,3 @@ size_t cvf_mlp_plan_describe(const cvf_mlp_plan *plan, char *buf, size_t size)
     return sink.length;
 }
 
-cvf_status cvf_mlp_forward_plan(cvf_context *ctx, const cvf_mlp_shape *shape, cvf_mlp_plan *plan)
-{
-    (void)shape;
-    (void)plan;
-    return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "not yet");
-}

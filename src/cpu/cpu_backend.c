@@ -17,6 +17,4 @@ const cvf_backend cvf_cpu_backend = {
     .matmul = cvf_cpu_matmul,
     .column_sum_workspace = cvf_cpu_column_sum_workspace,
     .column_sum = cvf_cpu_column_sum,
-    .mlp_forward = NULL,  /* the core's composition: two fused GEMMs */
-    .mlp_backward = NULL, /* the core's plan: K1 fused, K2-1..3, K3 */
 };

@@ -1,16 +1,19 @@
 /*
- * The CUDA backend's host interface (C): the entry points the backend table (cuda_backend.c)
- * calls, implemented in the .cu files of this folder. Every entry point receives validated views
- * whose data are device pointers of the context's GPU, enqueues its kernels on the context's
- * stream and returns without waiting for them.
+ * The CUDA backend's host interface (C): its per-context state and the entry points the backend
+ * table (cuda_backend.c) calls, implemented in the .cu files of this folder. Every entry point
+ * receives validated views whose data are device pointers of the context's GPU, enqueues its
+ * kernels on a stream and returns without waiting for them.
  *
- *   context.cu     device probe, context set-up, workspace (cudaMalloc), error messages
+ *   context.cu     device probe, per-context state (streams, events, cuBLASLt handle), workspace
+ *   engines.cu     which engine runs a GEMM: eligibility, the measured choice and its cache
+ *   lt.cu          the cuBLASLt engine (plain GEMM, + bias)
+ *   pass.cu        the epilogue pass of the unfused engine (bias, aux_out, activation, sums)
  *   simple.cu      the portable kernels: the "simple" GEMM (any dtype mix, any strides, the
  *                  debugging oracle for the fast kernel), column sums, the bias-gradient combine
  *   gemm_sm90.cu   the Hopper kernel: TMA ring + mbarriers, producer warpgroup, two consumer
  *                  warpgroups issuing wgmma, persistent grid, fused epilogue on the accumulators
- *   matmul.cu      dispatch: which kernel runs a call, workspace sizes
- *   mlp.cu         the MLP backward: the core's steps on three lanes (streams) joined into one
+ *   matmul.cu      the single-op entry points: cvf_matmul and cvf_column_sum on the context's stream
+ *   steps.cu       the MLP's steps: their schedule (plan) and their run on up to three lanes
  */
 #ifndef CVF_CUDA_CUDA_H
 #define CVF_CUDA_CUDA_H
@@ -21,9 +24,76 @@
 extern "C" {
 #endif
 
+/* Where a kernel is enqueued: a stream and the lane it belongs to (0: the context's stream, 1, 2:
+ * the MLP's side streams), which picks the lane's scheduler block of the fast kernel. */
+typedef struct cvf_cuda_launch {
+    void *stream; /* cudaStream_t */
+    int32_t lane;
+} cvf_cuda_launch;
+
+/* How a GEMM may be run. */
+typedef enum cvf_cuda_engine {
+    CVF_CUDA_ENGINE_NONE = 0, /* nothing to run (an empty output) */
+    CVF_CUDA_ENGINE_SM90,     /* our Hopper kernel, every epilogue fused */
+    CVF_CUDA_ENGINE_LT,       /* cuBLASLt, plain or + bias (its own epilogue) */
+    CVF_CUDA_ENGINE_LT_PASS,  /* cuBLASLt plain GEMM into C, then our epilogue pass over C */
+    CVF_CUDA_ENGINE_SIMPLE,   /* the portable kernel: any dtype mix and stride */
+    CVF_CUDA_ENGINE_COUNT
+} cvf_cuda_engine;
+
+/* CVF_CUDA_ENGINE: which engines a context may choose from. */
+typedef enum cvf_cuda_engine_policy {
+    CVF_CUDA_POLICY_AUTO = 0, /* the fastest eligible engine, measured (or the heuristic) */
+    CVF_CUDA_POLICY_OWN,      /* our kernels only: sm90 where it can, else simple */
+    CVF_CUDA_POLICY_CUBLASLT, /* cuBLASLt (fused or + our pass) where it can, else our kernels */
+    CVF_CUDA_POLICY_UNFUSED   /* cuBLASLt plain GEMM + our pass where it can, else our kernels */
+} cvf_cuda_engine_policy;
+
+#define CVF_CUDA_STEP_EVENTS 8 /* one "done" event per step of a list (CVF_PLAN_MAX_KERNELS) */
+
+/* What a CUDA context knows and owns (ctx->backend_state). */
+typedef struct cvf_cuda_state {
+    int32_t device_index;
+    int32_t sm_count;        /* multiprocessors: the persistent grid's size */
+    int32_t major, minor;    /* compute capability */
+    int32_t max_smem_optin;  /* dynamic shared memory a block may opt in to, bytes */
+    bool fast;               /* sm_90 and CVF_CUDA_KERNEL != simple: the TMA/wgmma kernel may run */
+    cvf_cuda_engine_policy policy; /* CVF_CUDA_ENGINE, read at context creation */
+    bool autotune;           /* CVF_CUDA_AUTOTUNE != 0: time the candidates of a new GEMM key */
+    bool serial;             /* CVF_CUDA_MLP_SERIAL=1: every MLP step on the context's stream */
+    const char *last_kernel; /* the engine the last GEMM ran ("sm90", "cublaslt", ...): for tests */
+    void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
+    int32_t *sync;           /* device: per lane, the fast kernel's scheduler and split-K words (zero
+                                between launches; allocated and cleared once, at context creation) */
+    void *side_streams[2];   /* cudaStream_t of lanes 1, 2 */
+    void *fork_event;        /* cudaEvent_t: the context's stream, where a step list starts */
+    void *step_events[CVF_CUDA_STEP_EVENTS]; /* cudaEvent_t: step i done (for steps on other lanes) */
+    void *join_events[2];    /* cudaEvent_t: lane 1, 2 done */
+    void *timing_events[2];  /* cudaEvent_t with timing: the engine measurements */
+    void *lt;                /* cublasLtHandle_t, NULL when cuBLASLt could not start */
+    void *engine_cache;      /* the measured choices (engines.cu) */
+} cvf_cuda_state;
+
+/* The CUDA state of ctx. */
+static inline cvf_cuda_state *cvf_cuda_state_of(const cvf_context *ctx)
+{
+    return (cvf_cuda_state *)ctx->backend_state;
+}
+
+/* The context's own stream, as a launch on lane 0. */
+static inline cvf_cuda_launch cvf_cuda_main_launch(const cvf_context *ctx)
+{
+    cvf_cuda_launch launch = {ctx->stream, 0};
+    return launch;
+}
+
+/* Backend table members (context.cu). */
+cvf_status cvf_cuda_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
+void cvf_cuda_release(cvf_context *ctx);
 void *cvf_cuda_workspace_alloc(size_t bytes);
 void cvf_cuda_workspace_free(void *memory);
 
+/* Backend table members (matmul.cu): the single ops on the context's stream. */
 size_t cvf_cuda_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                                  const cvf_epilogue *epilogue);
 cvf_status cvf_cuda_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
@@ -31,15 +101,44 @@ cvf_status cvf_cuda_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matr
 size_t cvf_cuda_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x);
 cvf_status cvf_cuda_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
 
-/* The MLP backward on three lanes (mlp.cu), the dtype it keeps grad_fc1_output in, and the
- * schedule the plan reports for its steps. */
-cvf_status cvf_cuda_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args);
+/* Backend table members (steps.cu): the MLP's intermediate dtype, schedule and run. */
 cvf_dtype cvf_cuda_mlp_intermediate_dtype(cvf_dtype storage);
-void cvf_cuda_mlp_schedule(const cvf_context *ctx, cvf_mlp_step *steps, int count);
+void cvf_cuda_plan_steps(const cvf_context *ctx, cvf_mlp_step *steps, int count);
+cvf_status cvf_cuda_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
 
-/* For white-box tests: the name of the kernel the last matmul on ctx ran ("sm90", "simple",
- * "none" for an empty output), or "" before the first. */
+/* A GEMM on launch, on the engine the context chooses for its key (engines.cu): measured the first
+ * time a key is seen when may_time (and neither timing is off nor the stream capturing), else the
+ * cached or heuristic choice. workspace has cvf_cuda_gemm_workspace bytes. */
+cvf_status cvf_cuda_gemm(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
+                         const cvf_matrix *c, const cvf_epilogue *ep, void *workspace, bool may_time);
+
+/* Bytes of workspace a GEMM needs on any engine it may run on. */
+size_t cvf_cuda_gemm_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                               const cvf_epilogue *ep);
+
+/* True when the GEMM's key has a cached choice (or needs none: one eligible engine, a forced or
+ * timing-off policy): a run would not measure. */
+bool cvf_cuda_gemm_decided(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                           const cvf_epilogue *ep);
+
+/* Fills info's engine, tiles, units, choice and measured candidates for the GEMM as it would run. */
+void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                            const cvf_epilogue *ep, cvf_kernel_info *info);
+
+/* Column sums of x into out on launch (simple.cu). */
+cvf_status cvf_cuda_column_sum_on(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *x,
+                                  const cvf_vector *out, void *workspace);
+
+/* For white-box tests: the name of the engine the last GEMM on ctx ran ("sm90", "simple",
+ * "cublaslt", "cublaslt+pass", "none" for an empty output), or "" before the first. */
 const char *cvf_cuda_last_kernel(const cvf_context *ctx);
+
+/* The context's cache of engine choices (engines.cu): made at context creation, freed with it. */
+void *cvf_cuda_engine_cache_create(void);
+void cvf_cuda_engine_cache_destroy(void *cache);
+
+/* A short name of an engine ("sm90", "cublaslt", "cublaslt+pass", "simple", "none"). */
+const char *cvf_cuda_engine_name(cvf_cuda_engine engine);
 
 #ifdef __cplusplus
 }

@@ -175,22 +175,65 @@ __device__ __forceinline__ float dev_activate(int32_t activation, float x, float
     }
 }
 
+/* The epilogue sequence of one element, shared by the simple GEMM and the epilogue pass: x = acc +
+ * bias, aux_out = x, y = activation(x) (aux_in read for GELU'), C = y, one rounding each; returns y
+ * for the column sums. (The sm90 kernel runs the same arithmetic on 32-column chunks of its
+ * accumulator registers, with vector loads and TMA stores: epilogue_chunk in gemm_sm90.cuh.) */
+__device__ __forceinline__ float dev_finish_element(const dev_epilogue &ep, const dev_mat &c, int64_t i, int64_t j,
+                                                   float acc, float bias)
+{
+    float x = acc + bias;
+    if (ep.aux_out.data)
+        dev_store(ep.aux_out.data, ep.aux_out.dtype, i * ep.aux_out.rs + j * ep.aux_out.cs, x);
+    float aux = ep.aux_in.data ? dev_load(ep.aux_in.data, ep.aux_in.dtype, i * ep.aux_in.rs + j * ep.aux_in.cs) : 0.0f;
+    float y = dev_activate(ep.activation, x, aux);
+    dev_store(c.data, c.dtype, i * c.rs + j * c.cs, y);
+    return y;
+}
+
+/* The kernel-side epilogue of a call's descriptor. */
+static inline dev_epilogue dev_epilogue_of(const cvf_epilogue *ep, float *partials)
+{
+    dev_epilogue d;
+    d.activation = (int32_t)ep->activation;
+    d.bias = dev_vec_of(ep->bias);
+    d.aux_in = dev_mat_of(ep->aux_in);
+    d.aux_out = dev_mat_of(ep->aux_out);
+    d.partials = partials;
+    return d;
+}
+
 /* Host: records a CUDA error on ctx as INTERNAL_ERROR naming what failed; SUCCESS for no error. */
 cvf_status cvf_cuda_check(cvf_context *ctx, int error, const char *what);
 
 /* Host: the bias-gradient combine: out[j] = sum over s < slabs, in order, of partials[s][j]. */
-cvf_status cvf_cuda_combine_partials(cvf_context *ctx, const float *partials, int64_t slabs, int64_t n,
-                                     const cvf_vector *out);
+cvf_status cvf_cuda_combine_partials(cvf_context *ctx, cvf_cuda_launch launch, const float *partials, int64_t slabs,
+                                     int64_t n, const cvf_vector *out);
 
 /* Host: the simple GEMM (any dtypes and strides). Partials, when asked, are per 64-row slab. */
-cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                  const cvf_epilogue *ep, float *partials);
+cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
+                                  const cvf_matrix *c, const cvf_epilogue *ep, float *partials);
 #define CVF_CUDA_SIMPLE_SLAB 64
 
-/* Host: the Hopper kernel when it can run this call (returns UNSUPPORTED, with nothing enqueued
- * and no message, when it cannot: the caller falls back). Partials are per 16-row slab. */
-cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                const cvf_epilogue *ep, float *partials, float *split_partial);
+/* Host: the epilogue pass over C, which holds the product (pass.cu): bias, aux_out, activation,
+ * C, and bias-gradient partials per 64-row slab, then their combine. A no-op for a plain
+ * epilogue. */
+cvf_status cvf_cuda_epilogue_pass(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *c,
+                                  const cvf_epilogue *ep, float *partials);
+
+/* True when the epilogue does anything the pass would run. */
+static inline bool cvf_cuda_epilogue_needed(const cvf_epilogue *ep)
+{
+    return ep->activation != CVF_ACTIVATION_NONE || ep->bias || ep->aux_out || ep->bias_grad;
+}
+
+/* Host: true when the Hopper kernel can run this call on ctx (dtypes, layouts, alignment, sizes). */
+bool cvf_cuda_sm90_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c);
+
+/* Host: the Hopper kernel (the caller checked cvf_cuda_sm90_eligible). Partials are per 16-row
+ * slab. */
+cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
+                                const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial);
 #define CVF_CUDA_SM90_SLAB 16
 
 /* Host: K slices (1 or 2) the Hopper kernel runs an m x n x k product in on ctx's GPU: 2 when
@@ -200,6 +243,28 @@ int cvf_cuda_sm90_splits(const cvf_context *ctx, int64_t m, int64_t n, int64_t k
 
 /* Host: bytes of split-K exchange memory the Hopper kernel needs for m x n in splits slices. */
 size_t cvf_cuda_sm90_split_bytes(int64_t m, int64_t n, int splits);
+
+/* Host: the cuBLASLt engine (lt.cu). A plan for one GEMM key: made once, reused. */
+typedef struct cvf_lt_plan cvf_lt_plan;
+
+/* True when cuBLASLt can take the product (dtypes, layouts, alignment); with_bias also asks
+ * that its BIAS epilogue can add ep's bias. */
+bool cvf_lt_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                     const cvf_epilogue *ep, bool with_bias);
+
+/* Makes a plan for c = a @ b (+ ep's bias when with_bias); NULL when cuBLASLt finds no algorithm. */
+cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                const cvf_epilogue *ep, bool with_bias);
+
+/* Frees a plan; NULL is a no-op. */
+void cvf_lt_plan_destroy(cvf_lt_plan *plan);
+
+/* Runs a plan on launch with its workspace (CVF_LT_WORKSPACE bytes). */
+cvf_status cvf_lt_run(cvf_context *ctx, cvf_cuda_launch launch, const cvf_lt_plan *plan, const cvf_matrix *a,
+                      const cvf_matrix *b, const cvf_matrix *c, const cvf_epilogue *ep, void *workspace);
+
+/* Bytes of workspace every cuBLASLt call gets. */
+#define CVF_LT_WORKSPACE ((size_t)8 << 20)
 
 /* Split-K is planned only up to this many tiles (the sync block's size). */
 #define CVF_CUDA_MAX_SPLIT_TILES 1024

@@ -101,7 +101,7 @@ struct tmap_cache {
 bool encode_cached(cvf_context *ctx, CUtensorMap *map, int dt, const void *data, int64_t inner, int64_t outer,
                    int64_t stride, int box_inner, int box_outer)
 {
-    tmap_cache *cache = (tmap_cache *)ctx->cuda.tmap_cache;
+    tmap_cache *cache = (tmap_cache *)cvf_cuda_state_of(ctx)->tmap_cache;
     tmap_key key;
     memset(&key, 0, sizeof key);
     key.data = data;
@@ -189,7 +189,7 @@ int cvf_cuda_sm90_splits(const cvf_context *ctx, int64_t m, int64_t n, int64_t k
         return force[0] - '0';
     if (k_tiles < 16)
         return 1;
-    int64_t sms = ctx->cuda.sm_count > 0 ? ctx->cuda.sm_count : 1;
+    int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
     /* Time in whole-tile units: waves of tiles, or waves of half tiles counted as halves. */
     double one = (double)((tiles + sms - 1) / sms), two = 0.5 * (double)((2 * tiles + sms - 1) / sms);
     return two < 0.9 * one ? 2 : 1;
@@ -204,22 +204,29 @@ size_t cvf_cuda_sm90_split_bytes(int64_t m, int64_t n, int splits)
 }
 
 
-cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                const cvf_epilogue *ep, float *partials, float *split_partial)
+bool cvf_cuda_sm90_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c)
 {
-    if (!ctx->cuda.sync)
-        return CVF_STATUS_UNSUPPORTED;
+    const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    if (!st->fast || !st->sync || st->max_smem_optin < SMEM_BYTES)
+        return false;
     if (a->dtype != b->dtype || (a->dtype != CVF_F16 && a->dtype != CVF_BF16))
-        return CVF_STATUS_UNSUPPORTED;
+        return false;
     int64_t m = c->rows, n = c->cols, k = a->cols;
     if (m < 1 || n < 1 || k < 1 || m > (INT64_C(1) << 31) - BM || n > (INT64_C(1) << 31) - BN ||
         k > (INT64_C(1) << 31) - BK)
-        return CVF_STATUS_UNSUPPORTED;
-    if (ctx->cuda.max_smem_optin < SMEM_BYTES)
-        return CVF_STATUS_UNSUPPORTED;
+        return false;
+    int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    if (tiles * 2 > INT32_MAX - 4096)
+        return false;
+    return operand_layout(a, true) >= 0 && operand_layout(b, false) >= 0;
+}
+
+cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
+                                const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial)
+{
+    const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    int64_t m = c->rows, n = c->cols, k = a->cols;
     int la = operand_layout(a, true), lb = operand_layout(b, false);
-    if (la < 0 || lb < 0)
-        return CVF_STATUS_UNSUPPORTED;
     int dt = a->dtype == CVF_BF16 ? 1 : 0;
     CUtensorMap maps[4]; /* A, B, C, aux_out */
     memset(maps, 0, sizeof maps);
@@ -228,7 +235,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     ok = ok && (lb == 0 ? encode_cached(ctx, &maps[1], dt, b->data, k, n, b->col_stride, BK, BN)
                         : encode_cached(ctx, &maps[1], dt, b->data, n, k, b->row_stride, 64, BK));
     if (!ok)
-        return CVF_STATUS_UNSUPPORTED;
+        return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "sm90 GEMM: the driver refused a tensor map");
     sm90_params p;
     memset(&p, 0, sizeof p);
     p.m = m;
@@ -252,19 +259,16 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
     int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
-    p.splits = cvf_cuda_sm90_splits(ctx, m, n, k);
-    if (tiles * p.splits > INT32_MAX - 4096)
-        return CVF_STATUS_UNSUPPORTED;
+    p.splits = split_partial ? cvf_cuda_sm90_splits(ctx, m, n, k) : 1;
     p.units = (int32_t)(tiles * p.splits);
-    p.sync = ctx->cuda.sync + (size_t)ctx->cuda.lane * CVF_CUDA_SYNC_INTS;
+    p.sync = st->sync + (size_t)launch.lane * CVF_CUDA_SYNC_INTS;
     p.split_partial = split_partial;
-    if (p.splits > 1 && !split_partial)
-        return CVF_STATUS_UNSUPPORTED;
-    int grid = (int)(p.units < ctx->cuda.sm_count ? p.units : ctx->cuda.sm_count);
-    cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, la, lb, maps, p, grid) : cvf_sm90_launch_f16(ctx, la, lb, maps, p, grid);
+    int grid = (int)(p.units < st->sm_count ? p.units : st->sm_count);
+    cudaStream_t stream = (cudaStream_t)launch.stream;
+    cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, stream, la, lb, maps, p, grid)
+                           : cvf_sm90_launch_f16(ctx, stream, la, lb, maps, p, grid);
     if (status == CVF_STATUS_SUCCESS && ep->bias_grad)
-        status = cvf_cuda_combine_partials(ctx, partials, (m + CVF_CUDA_SM90_SLAB - 1) / CVF_CUDA_SM90_SLAB, n,
+        status = cvf_cuda_combine_partials(ctx, launch, partials, (m + CVF_CUDA_SM90_SLAB - 1) / CVF_CUDA_SM90_SLAB, n,
                                            ep->bias_grad);
-    ctx->cuda.last_kernel = "sm90";
     return status;
 }

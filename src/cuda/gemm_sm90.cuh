@@ -12,10 +12,7 @@ namespace sm90 {
 
 
 constexpr int BM = 128, BN = 256, BK = 64;
-#ifndef CVF_SM90_STAGES /* overridable for experiments only; the default is what is tested */
-#define CVF_SM90_STAGES 4
-#endif
-constexpr int STAGES = CVF_SM90_STAGES;
+constexpr int STAGES = 4;
 constexpr int GROUP_M = 16;
 constexpr int THREADS = 384;
 constexpr int A_STAGE = BM * BK * 2; /* 16 KB */
@@ -25,10 +22,7 @@ constexpr int CHUNK = 32;            /* epilogue columns per chunk */
  * x 64-byte box (32 16-bit or 16 f32 columns) in the 64-byte swizzle of the TMA, so that the
  * fragment writes are free of bank conflicts. */
 constexpr int SLOT_BYTES = 64 * 64;
-#ifndef CVF_SM90_SLOTS
-#define CVF_SM90_SLOTS 4
-#endif
-constexpr int SLOTS = CVF_SM90_SLOTS;
+constexpr int SLOTS = 4;
 constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
 /* After the barriers: the unit id of each stage (set by the producer with the first K-slice of a
  * unit, -1: no more work) and one exchange word per consumer warpgroup (split-K). */
@@ -291,11 +285,7 @@ __device__ __forceinline__ void put_box(const CUtensorMap *map, stager &st, int 
         bulk_wait_read<SLOTS - 2>();
     named_barrier(1 + wg, 128);
     if (t == 0) {
-#ifndef CVF_SM90_DIAG_NO_STORE /* diagnostic builds only: everything but the global writes */
         if (r < m && c < n)
-#else
-        if (r < 0)
-#endif
             tma_store_2d(map, smem_addr(st.buf + (st.seq % SLOTS) * SLOT_BYTES), (int32_t)c, (int32_t)r);
         bulk_commit();
     }
@@ -340,23 +330,6 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                     bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
                 }
             }
-#ifdef CVF_SM90_STMATRIX
-        /* Two stmatrix.x4 per chunk: matrix q (lanes 8q .. 8q + 7 give its row addresses) is the
-         * 8 x 8 block of row half q % 2 and column block 2 jj + q / 2. */
-        {
-            const int mrow = warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
-            const uint32_t base = smem_addr(st.buf + (st.seq % SLOTS) * SLOT_BYTES) + mrow * 64;
-            const int msw = (lane >> 1) & 3;
-#pragma unroll
-            for (int jj = 0; jj < 2; jj++) {
-                uint32_t addr = base + (((2 * jj + (lane >> 4)) ^ msw) << 4);
-                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr),
-                             "r"(bits[2 * jj][0]), "r"(bits[2 * jj][1]), "r"(bits[2 * jj + 1][0]),
-                             "r"(bits[2 * jj + 1][1])
-                             : "memory");
-            }
-        }
-#else
         {
             unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 4 * (lane % 4);
 #pragma unroll
@@ -365,7 +338,6 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                 for (int h = 0; h < 2; h++)
                     *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits[jb][h];
         }
-#endif
         put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
     } else { /* f32: two boxes of 16 columns */
 #pragma unroll
@@ -760,7 +732,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 template <int DT, int A_MN, int B_MN>
-cvf_status launch(cvf_context *ctx, const CUtensorMap *maps, const sm90_params &p, int grid)
+cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
     static bool configured = false; /* per instantiation */
     auto kernel = sm90_gemm_kernel<DT, A_MN, B_MN>;
@@ -770,30 +742,31 @@ cvf_status launch(cvf_context *ctx, const CUtensorMap *maps, const sm90_params &
             return cvf_cuda_check(ctx, err, "sm90 GEMM: cudaFuncSetAttribute(shared memory)");
         configured = true;
     }
-    kernel<<<grid, THREADS, SMEM_BYTES, (cudaStream_t)ctx->cuda.stream>>>(maps[0], maps[1], maps[2], maps[3], p);
+    kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
     return cvf_cuda_check(ctx, cudaGetLastError(), "sm90 GEMM kernel launch");
 }
 
 template <int DT>
-cvf_status launch_layout(cvf_context *ctx, int la, int lb, const CUtensorMap *maps, const sm90_params &p, int grid)
+cvf_status launch_layout(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
+                         const sm90_params &p, int grid)
 {
     if (la == 0 && lb == 0)
-        return launch<DT, 0, 0>(ctx, maps, p, grid);
+        return launch<DT, 0, 0>(ctx, stream, maps, p, grid);
     if (la == 0 && lb == 1)
-        return launch<DT, 0, 1>(ctx, maps, p, grid);
+        return launch<DT, 0, 1>(ctx, stream, maps, p, grid);
     if (la == 1 && lb == 0)
-        return launch<DT, 1, 0>(ctx, maps, p, grid);
-    return launch<DT, 1, 1>(ctx, maps, p, grid);
+        return launch<DT, 1, 0>(ctx, stream, maps, p, grid);
+    return launch<DT, 1, 1>(ctx, stream, maps, p, grid);
 }
 
 
 } /* namespace sm90 */
 
 /* Launches the kernel for dtype DT (0 f16, 1 bf16) and operand layouts la, lb (0 K-major,
- * 1 MN-major) on ctx's stream; maps: A, B, C, aux_out (the last two used only where p says tma). */
-cvf_status cvf_sm90_launch_f16(cvf_context *ctx, int la, int lb, const CUtensorMap *maps, const sm90::sm90_params &p,
-                               int grid);
-cvf_status cvf_sm90_launch_bf16(cvf_context *ctx, int la, int lb, const CUtensorMap *maps, const sm90::sm90_params &p,
-                                int grid);
+ * 1 MN-major) on stream; maps: A, B, C, aux_out (the last two used only where p says tma). */
+cvf_status cvf_sm90_launch_f16(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
+                               const sm90::sm90_params &p, int grid);
+cvf_status cvf_sm90_launch_bf16(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
+                                const sm90::sm90_params &p, int grid);
 
 #endif /* CVF_CUDA_GEMM_SM90_CUH */

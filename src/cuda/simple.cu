@@ -47,17 +47,8 @@ __global__ void __launch_bounds__(SIMPLE_COLS *SIMPLE_THREAD_ROWS) simple_gemm_k
 #pragma unroll
         for (int r = 0; r < SIMPLE_ROWS_PER_THREAD; r++) {
             int64_t i = i0 + r * SIMPLE_THREAD_ROWS;
-            if (i >= p.m)
-                continue;
-            float x = acc[r] + bias;
-            if (p.ep.aux_out.data)
-                dev_store(p.ep.aux_out.data, p.ep.aux_out.dtype, i * p.ep.aux_out.rs + j * p.ep.aux_out.cs, x);
-            float aux = p.ep.aux_in.data
-                            ? dev_load(p.ep.aux_in.data, p.ep.aux_in.dtype, i * p.ep.aux_in.rs + j * p.ep.aux_in.cs)
-                            : 0.0f;
-            float y = dev_activate(p.ep.activation, x, aux);
-            dev_store(p.c.data, p.c.dtype, i * p.c.rs + j * p.c.cs, y);
-            sum += y;
+            if (i < p.m)
+                sum += dev_finish_element(p.ep, p.c, i, j, acc[r], bias);
         }
     }
     if (!p.ep.partials)
@@ -138,19 +129,19 @@ static int64_t ceil_div(int64_t x, int64_t y)
     return (x + y - 1) / y;
 }
 
-cvf_status cvf_cuda_combine_partials(cvf_context *ctx, const float *partials, int64_t slabs, int64_t n,
-                                     const cvf_vector *out)
+cvf_status cvf_cuda_combine_partials(cvf_context *ctx, cvf_cuda_launch launch, const float *partials, int64_t slabs,
+                                     int64_t n, const cvf_vector *out)
 {
     if (n == 0)
         return CVF_STATUS_SUCCESS;
-    cudaStream_t stream = (cudaStream_t)ctx->cuda.stream;
+    cudaStream_t stream = (cudaStream_t)launch.stream;
     combine_kernel<<<(unsigned)ceil_div(n, COMBINE_COLS), dim3(COMBINE_COLS, COMBINE_GROUPS), 0, stream>>>(
         partials, slabs, n, dev_vec_of(out));
     return cvf_cuda_check(ctx, cudaGetLastError(), "bias-gradient combine kernel launch");
 }
 
-cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                  const cvf_epilogue *ep, float *partials)
+cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
+                                  const cvf_matrix *c, const cvf_epilogue *ep, float *partials)
 {
     simple_args p;
     p.m = c->rows;
@@ -159,22 +150,17 @@ cvf_status cvf_cuda_simple_matmul(cvf_context *ctx, const cvf_matrix *a, const c
     p.a = dev_mat_of(a);
     p.b = dev_mat_of(b);
     p.c = dev_mat_of(c);
-    p.ep.activation = (int32_t)ep->activation;
-    p.ep.bias = dev_vec_of(ep->bias);
-    p.ep.aux_in = dev_mat_of(ep->aux_in);
-    p.ep.aux_out = dev_mat_of(ep->aux_out);
-    p.ep.partials = partials;
+    p.ep = dev_epilogue_of(ep, partials);
     int64_t slabs = ceil_div(p.m, CVF_CUDA_SIMPLE_SLAB);
     if (slabs > 65535)
         return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED, "c: %lld rows exceed the simple CUDA kernel's grid",
                         (long long)p.m);
     dim3 grid((unsigned)ceil_div(p.n, SIMPLE_COLS), (unsigned)slabs);
     dim3 block(SIMPLE_COLS, SIMPLE_THREAD_ROWS);
-    simple_gemm_kernel<<<grid, block, 0, (cudaStream_t)ctx->cuda.stream>>>(p);
+    simple_gemm_kernel<<<grid, block, 0, (cudaStream_t)launch.stream>>>(p);
     cvf_status status = cvf_cuda_check(ctx, cudaGetLastError(), "simple GEMM kernel launch");
     if (status == CVF_STATUS_SUCCESS && ep->bias_grad)
-        status = cvf_cuda_combine_partials(ctx, partials, slabs, p.n, ep->bias_grad);
-    ctx->cuda.last_kernel = "simple";
+        status = cvf_cuda_combine_partials(ctx, launch, partials, slabs, p.n, ep->bias_grad);
     return status;
 }
 
@@ -191,8 +177,8 @@ extern "C" size_t cvf_cuda_column_sum_workspace(const cvf_context *ctx, const cv
     return cvf_round_up_64(sizeof(float) * (size_t)(ceil_div(x->rows, sum_slab(x->rows)) * x->cols));
 }
 
-extern "C" cvf_status cvf_cuda_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out,
-                                          void *workspace)
+cvf_status cvf_cuda_column_sum_on(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *x, const cvf_vector *out,
+                                  void *workspace)
 {
     const int64_t slab = sum_slab(x->rows), slabs = ceil_div(x->rows, slab);
     if (x->cols == 0)
@@ -200,11 +186,11 @@ extern "C" cvf_status cvf_cuda_column_sum(cvf_context *ctx, const cvf_matrix *x,
     float *partials = (float *)workspace;
     if (slabs > 0) {
         dim3 grid((unsigned)ceil_div(x->cols, 256), (unsigned)slabs);
-        column_partials_kernel<<<grid, 256, 0, (cudaStream_t)ctx->cuda.stream>>>(dev_mat_of(x), x->rows, x->cols,
-                                                                                slab, partials);
+        column_partials_kernel<<<grid, 256, 0, (cudaStream_t)launch.stream>>>(dev_mat_of(x), x->rows, x->cols, slab,
+                                                                             partials);
         cvf_status status = cvf_cuda_check(ctx, cudaGetLastError(), "column-sum kernel launch");
         if (status != CVF_STATUS_SUCCESS)
             return status;
     }
-    return cvf_cuda_combine_partials(ctx, partials, slabs, x->cols, out);
+    return cvf_cuda_combine_partials(ctx, launch, partials, slabs, x->cols, out);
 }

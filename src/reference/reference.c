@@ -274,7 +274,7 @@ static cvf_status reference_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_
             for (int64_t j = 0; j < t[FC1].cols; j++) {
                 double *f = &t[FC1].v[i * t[FC1].cols + j];
                 *f += t[B1].v[j];
-                t[GELU].v[i * t[FC1].cols + j] = gelu(*f);
+                t[GELU].v[i * t[FC1].cols + j] = args->gelu == CVF_GELU_ERF ? gelu_erf(*f) : gelu(*f);
             }
         ok = product(&t[Y], &t[GELU], false, &t[W2], true);
     }
@@ -282,8 +282,10 @@ static cvf_status reference_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_
         for (int64_t i = 0; i < t[Y].rows; i++)
             for (int64_t j = 0; j < t[Y].cols; j++)
                 t[Y].v[i * t[Y].cols + j] += t[B2].v[j];
-        dense_to_matrix(&t[FC1], &args->fc1_output);
-        dense_to_matrix(&t[GELU], &args->gelu_output);
+        if (args->fc1_output.data) /* optional (inference) */
+            dense_to_matrix(&t[FC1], &args->fc1_output);
+        if (args->gelu_output.data)
+            dense_to_matrix(&t[GELU], &args->gelu_output);
         dense_to_matrix(&t[Y], &args->output);
     }
     dense_free_all(t, COUNT);
@@ -303,7 +305,8 @@ static cvf_status reference_mlp_backward(cvf_context *ctx, const cvf_mlp_backwar
               product(&t[GGELU], &t[GO], false, &t[W2], false);  /* grad_gelu_output */
     if (ok) {
         for (int64_t i = 0; i < t[GGELU].rows * t[GGELU].cols; i++) /* grad_fc1_output, in place */
-            t[GGELU].v[i] *= gelu_derivative(t[FC1].v[i]);
+            t[GGELU].v[i] *=
+                args->gelu == CVF_GELU_ERF ? gelu_erf_derivative(t[FC1].v[i]) : gelu_derivative(t[FC1].v[i]);
         ok = column_sums(&t[GB1], &t[GGELU]) &&                 /* grad_fc1_bias */
              product(&t[GW1], &t[GGELU], true, &t[X], false) && /* grad_fc1_weight */
              product(&t[GX], &t[GGELU], false, &t[W1], false);  /* grad_hidden_state */
@@ -344,6 +347,6 @@ const cvf_backend cvf_reference_backend = {
     .matmul = reference_matmul,
     .column_sum_workspace = reference_column_sum_workspace,
     .column_sum = reference_column_sum,
-    .mlp_forward = reference_mlp_forward,
-    .mlp_backward = reference_mlp_backward,
+    .mlp_forward_oracle = reference_mlp_forward,
+    .mlp_backward_oracle = reference_mlp_backward,
 };

@@ -1,0 +1,190 @@
+/*
+ * The MLP's steps on the GPU: the core composes them (cvf_mlp_forward_steps /
+ * cvf_mlp_backward_steps); this file gives each its lane and runs the list.
+ *
+ * Lanes (the backward; the forward's two steps depend on each other and stay on lane 0):
+ *
+ *   side lane 1 (high priority):  ┌─ K2-1 ─ K3 ───────────────────────┐
+ *   context stream (lane 0):    fork ─ K1 ──────── K2-3 ───────── join(lane 1, lane 2)
+ *   side lane 2 (high priority):        └(K1 done)─ K2-2 ───────────┘
+ *
+ * K2-1 and K3 read only inputs, so they start with K1; K2-2 and K2-3 read K1's grad_fc1_output
+ * (their needs). The weight gradients K2-1 and K2-2 have few output tiles with a long K (S): each
+ * of their CTAs runs for the whole kernel. Among the steps whose needs are met, side-lane steps
+ * are enqueued first (and the side streams have the highest priority), so their CTAs take SMs
+ * first and the many short tiles of K1 and K2-3 fill the others.
+ *
+ * Every lane forks from an event recorded on the context's stream and the context's stream waits
+ * for every lane before the call returns: to the caller the whole call is one ordered piece of
+ * work on its stream, like a single kernel (it can be captured into a CUDA graph).
+ *
+ * The first call with a GEMM whose engine is not decided yet runs its steps one after another
+ * on the context's stream, measuring each undecided GEMM's candidates (engines.cu) without the
+ * other lanes' kernels in the timings.
+ */
+#include <cuda_runtime.h>
+
+#include "cuda/device.cuh"
+
+namespace {
+
+/* The lane a step runs on (see the diagram). */
+int32_t lane_of(const cvf_cuda_state *st, cvf_step_id id)
+{
+    if (st->serial)
+        return 0;
+    switch (id) {
+    case CVF_STEP_K2_1:
+    case CVF_STEP_K3: return 1;
+    case CVF_STEP_K2_2: return 2;
+    default: return 0;
+    }
+}
+
+/* The stream of lane (0: the context's own). */
+cudaStream_t lane_stream(const cvf_context *ctx, int32_t lane)
+{
+    return (cudaStream_t)(lane == 0 ? ctx->stream : cvf_cuda_state_of(ctx)->side_streams[lane - 1]);
+}
+
+/* Runs one step on a launch; a failure's message names the step. */
+cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, cvf_cuda_launch launch, void *workspace,
+                    bool may_time)
+{
+    cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
+                            ? cvf_cuda_column_sum_on(ctx, launch, &step->a, &step->out, workspace)
+                            : cvf_cuda_gemm(ctx, launch, &step->a, &step->b, &step->c, &step->epilogue, workspace,
+                                            may_time);
+    if (status != CVF_STATUS_SUCCESS)
+        cvf_mlp_step_failed(ctx, step);
+    return status;
+}
+
+/* True when every GEMM of the list has its engine decided (a run would measure nothing). */
+bool all_decided(const cvf_context *ctx, const cvf_mlp_step *steps, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (steps[i].info.kind != CVF_KERNEL_REDUCTION &&
+            !cvf_cuda_gemm_decided(ctx, &steps[i].a, &steps[i].b, &steps[i].c, &steps[i].epilogue))
+            return false;
+    return true;
+}
+
+/* The next step to enqueue: the first whose needs are done, side lanes first; -1 when none. */
+int next_step(const cvf_cuda_state *st, const cvf_mlp_step *steps, int count, uint32_t done)
+{
+    int pick = -1;
+    for (int i = 0; i < count; i++) {
+        if (done & (1u << i) || (steps[i].needs & ~done))
+            continue;
+        if (lane_of(st, steps[i].id) != 0)
+            return i;
+        if (pick < 0)
+            pick = i;
+    }
+    return pick;
+}
+
+/* True when a step on another lane than step i's needs it. */
+bool needed_elsewhere(const cvf_cuda_state *st, const cvf_mlp_step *steps, int count, int i)
+{
+    for (int j = 0; j < count; j++)
+        if ((steps[j].needs & (1u << i)) && lane_of(st, steps[j].id) != lane_of(st, steps[i].id))
+            return true;
+    return false;
+}
+
+/* Orders step i after its needs on other lanes (their done events) and, on a side lane used
+ * for the first time, after the fork. */
+cudaError_t order_step(const cvf_context *ctx, const cvf_mlp_step *steps, int i, bool forked[3])
+{
+    const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    const int32_t lane = lane_of(st, steps[i].id);
+    cudaStream_t stream = lane_stream(ctx, lane);
+    cudaError_t err = cudaSuccess;
+    if (!forked[lane]) {
+        err = cudaStreamWaitEvent(stream, (cudaEvent_t)st->fork_event, 0);
+        forked[lane] = true;
+    }
+    for (int d = 0; d < CVF_CUDA_STEP_EVENTS && err == cudaSuccess; d++)
+        if ((steps[i].needs & (1u << d)) && lane_of(st, steps[d].id) != lane)
+            err = cudaStreamWaitEvent(stream, (cudaEvent_t)st->step_events[d], 0);
+    return err;
+}
+
+/* Enqueues the steps on their lanes (see the diagram). The joins into the context's stream are
+ * enqueued even after a failed step, so that nothing a side lane has queued is left unordered
+ * with the caller's later work. */
+cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces)
+{
+    const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    bool forked[3] = {true, false, false};
+    cudaError_t err = cudaEventRecord((cudaEvent_t)st->fork_event, lane_stream(ctx, 0));
+    cvf_status status = cvf_cuda_check(ctx, err, "mlp: forking the side streams");
+    uint32_t done = 0;
+    while (status == CVF_STATUS_SUCCESS) {
+        int i = next_step(st, steps, count, done);
+        if (i < 0)
+            break;
+        cvf_cuda_launch launch = {lane_stream(ctx, lane_of(st, steps[i].id)), lane_of(st, steps[i].id)};
+        status = cvf_cuda_check(ctx, order_step(ctx, steps, i, forked), "mlp: ordering the side streams");
+        if (status == CVF_STATUS_SUCCESS)
+            status = run_step(ctx, &steps[i], launch, workspaces[i], false);
+        if (status == CVF_STATUS_SUCCESS && needed_elsewhere(st, steps, count, i))
+            status = cvf_cuda_check(ctx, cudaEventRecord((cudaEvent_t)st->step_events[i], (cudaStream_t)launch.stream),
+                                    "mlp: recording a step's completion");
+        done |= 1u << i;
+    }
+    for (int lane = 1; lane < 3; lane++) {
+        if (!forked[lane])
+            continue;
+        cudaEvent_t joined = (cudaEvent_t)st->join_events[lane - 1];
+        err = cudaEventRecord(joined, lane_stream(ctx, lane));
+        if (err == cudaSuccess)
+            err = cudaStreamWaitEvent(lane_stream(ctx, 0), joined, 0);
+        cvf_status join = cvf_cuda_check(ctx, err, "mlp: joining the side streams");
+        if (status == CVF_STATUS_SUCCESS)
+            status = join;
+    }
+    return status;
+}
+
+} /* namespace */
+
+extern "C" cvf_dtype cvf_cuda_mlp_intermediate_dtype(cvf_dtype storage)
+{
+    return storage == CVF_F16 || storage == CVF_BF16 ? storage : CVF_F32;
+}
+
+extern "C" void cvf_cuda_plan_steps(const cvf_context *ctx, cvf_mlp_step *steps, int count)
+{
+    const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    for (int i = 0; i < count; i++) {
+        cvf_mlp_step *s = &steps[i];
+        cvf_kernel_info *k = &s->info;
+        k->stream = lane_of(st, s->id);
+        if (k->kind == CVF_KERNEL_REDUCTION) {
+            k->engine = "column sums (64-row slabs, then the slabs added in a fixed order)";
+            k->splits = 1;
+            continue;
+        }
+        cvf_cuda_gemm_describe(ctx, &s->a, &s->b, &s->c, &s->epilogue, k);
+    }
+}
+
+extern "C" cvf_status cvf_cuda_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count,
+                                         void *const *workspaces)
+{
+    if (count > CVF_CUDA_STEP_EVENTS)
+        return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "mlp: %d steps, at most %d expected", count,
+                        CVF_CUDA_STEP_EVENTS);
+    if (all_decided(ctx, steps, count))
+        return run_lanes(ctx, steps, count, workspaces);
+    /* The first call of these keys: one after another on the context's stream, measuring. */
+    for (int i = 0; i < count; i++) {
+        cvf_status status = run_step(ctx, &steps[i], cvf_cuda_main_launch(ctx), workspaces[i], true);
+        if (status != CVF_STATUS_SUCCESS)
+            return status;
+    }
+    return CVF_STATUS_SUCCESS;
+}
