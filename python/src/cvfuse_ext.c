@@ -73,9 +73,10 @@ static PyObject *py_context(PyObject *self, PyObject *args)
     cvf_context_options options = {(cvf_device)device, 0, index, NULL};
     cvf_context *ctx = NULL;
     cvf_status status;
-    Py_BEGIN_ALLOW_THREADS status = cvf_context_create(&options, &ctx);
-    Py_END_ALLOW_THREADS if (status != CVF_STATUS_SUCCESS)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    status = cvf_context_create(&options, &ctx);
+    Py_END_ALLOW_THREADS
+    if (status != CVF_STATUS_SUCCESS) {
         const char *why = cvf_context_create_error();
         PyErr_Format(PyExc_RuntimeError, "cvfuse: cannot create a %s context (device index %d): %s%s%s",
                      cvf_device_name((cvf_device)device), index, cvf_status_string(status), why[0] ? ": " : "",
@@ -470,9 +471,10 @@ static PyObject *py_matmul(PyObject *self, PyObject *args, PyObject *kwargs)
         status = cvf_matmul_workspace_size(s.ctx, &a, &b, &c, &ep, &bytes);
     if (call_prepare(&s, alloc, status, bytes, "cvf_matmul_workspace_size") < 0)
         goto done;
-    Py_BEGIN_ALLOW_THREADS status = cvf_matmul(s.ctx, &a, &b, &c, &ep);
-    Py_END_ALLOW_THREADS if (status != CVF_STATUS_SUCCESS)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    status = cvf_matmul(s.ctx, &a, &b, &c, &ep);
+    Py_END_ALLOW_THREADS
+    if (status != CVF_STATUS_SUCCESS) {
         raise_status(s.ctx, "cvf_matmul", status);
         goto done;
     }
@@ -519,9 +521,10 @@ static PyObject *py_mlp_forward(PyObject *self, PyObject *args, PyObject *kwargs
         status = cvf_mlp_forward_workspace_size(s.ctx, &a, &bytes);
     if (call_prepare(&s, alloc, status, bytes, "cvf_mlp_forward_workspace_size") < 0)
         goto done;
-    Py_BEGIN_ALLOW_THREADS status = cvf_mlp_forward(s.ctx, &a);
-    Py_END_ALLOW_THREADS if (status != CVF_STATUS_SUCCESS)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    status = cvf_mlp_forward(s.ctx, &a);
+    Py_END_ALLOW_THREADS
+    if (status != CVF_STATUS_SUCCESS) {
         raise_status(s.ctx, "cvf_mlp_forward", status);
         goto done;
     }
@@ -572,9 +575,10 @@ static PyObject *py_mlp_backward(PyObject *self, PyObject *args, PyObject *kwarg
         status = cvf_mlp_backward_workspace_size(s.ctx, &a, &bytes);
     if (call_prepare(&s, alloc, status, bytes, "cvf_mlp_backward_workspace_size") < 0)
         goto done;
-    Py_BEGIN_ALLOW_THREADS status = cvf_mlp_backward(s.ctx, &a);
-    Py_END_ALLOW_THREADS if (status != CVF_STATUS_SUCCESS)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    status = cvf_mlp_backward(s.ctx, &a);
+    Py_END_ALLOW_THREADS
+    if (status != CVF_STATUS_SUCCESS) {
         raise_status(s.ctx, "cvf_mlp_backward", status);
         goto done;
     }
