@@ -39,7 +39,7 @@ def train(model, device, autocast_dtype):
 
 
 @pytest.mark.parametrize("device", TORCH_DEVICES)
-@pytest.mark.parametrize("autocast_dtype,tol", [(None, 2e-3), (torch.bfloat16, 5e-2)], ids=["f32", "bf16"])
+@pytest.mark.parametrize("autocast_dtype,tol", [(None, 2e-3), (torch.bfloat16, 1e-2)], ids=["f32", "bf16"])
 def test_vit_training_matches(device, autocast_dtype, tol):
     torch.manual_seed(0)
     base = small_vit().to(device)
