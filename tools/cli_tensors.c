@@ -129,7 +129,7 @@ static void format_expected(const cli_tensor_set *set, int index, const shape_bi
 {
     const cli_tensor_spec *spec = spec_of(set, index);
     char part[2][32];
-    for (int k = 0; k < spec->ndim; k++) {
+    for (int k = 0; k < spec->ndim && k < 2; k++) {
         int d = spec->dims[k];
         if (b->by[d] >= 0)
             snprintf(part[k], sizeof part[k], "%lld", (long long)set->dims[d]);

@@ -60,7 +60,8 @@ bool probe(cvf_cuda_state *st, int32_t index, char *why, size_t size)
     st->minor = prop.minor;
     st->max_smem_optin = (int32_t)prop.sharedMemPerBlockOptin;
     const char *kernel = getenv("CVF_CUDA_KERNEL"); /* "simple": every call on the oracle kernel */
-    st->fast = prop.major == 9 && !(kernel && strcmp(kernel, "simple") == 0);
+    st->simple_only = kernel && strcmp(kernel, "simple") == 0;
+    st->fast = prop.major == 9 && !st->simple_only;
     if (getenv("CVF_DEBUG"))
         fprintf(stderr, "cvfuse: cuda device %d: %s, sm_%d%d, %d SMs, %d KB smem opt-in, fast kernel %s\n", (int)index,
                 prop.name, prop.major, prop.minor, st->sm_count, st->max_smem_optin / 1024, st->fast ? "on" : "off");

@@ -58,6 +58,7 @@ typedef struct cvf_cuda_state {
     int32_t major, minor;    /* compute capability */
     int32_t max_smem_optin;  /* dynamic shared memory a block may opt in to, bytes */
     bool fast;               /* sm_90 and CVF_CUDA_KERNEL != simple: the TMA/wgmma kernel may run */
+    bool simple_only;        /* CVF_CUDA_KERNEL=simple: every GEMM on the simple kernel (the oracle) */
     cvf_cuda_engine_policy policy; /* CVF_CUDA_ENGINE, read at context creation */
     bool autotune;           /* CVF_CUDA_AUTOTUNE != 0: time the candidates of a new GEMM key */
     bool serial;             /* CVF_CUDA_MLP_SERIAL=1: every MLP step on the context's stream */

@@ -259,6 +259,9 @@ cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, con
 /* Frees a plan; NULL is a no-op. */
 void cvf_lt_plan_destroy(cvf_lt_plan *plan);
 
+/* True when the plan adds the bias itself (its BIAS epilogue). */
+bool cvf_lt_plan_adds_bias(const cvf_lt_plan *plan);
+
 /* Runs a plan on launch with its workspace (CVF_LT_WORKSPACE bytes). */
 cvf_status cvf_lt_run(cvf_context *ctx, cvf_cuda_launch launch, const cvf_lt_plan *plan, const cvf_matrix *a,
                       const cvf_matrix *b, const cvf_matrix *c, const cvf_epilogue *ep, void *workspace);

@@ -120,18 +120,38 @@ cache_entry *cache_add(const cvf_context *ctx, const gemm_key &key)
     return e;
 }
 
+/* True when cuBLASLt's product rounded to C's dtype, with the rest of the epilogue in our pass,
+ * keeps the contract's error bound: the bias must be added by cuBLASLt before that rounding
+ * (else a small x = acc + bias would carry acc's rounding error), and after it only what does
+ * not amplify a relative error: ReLU, x * gelu'(aux_in), stores of x itself in C's dtype, sums.
+ * A GELU of the rounded x (its slope at negative x) would not: that runs fused, unless C is f32. */
+bool pass_keeps_contract(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                         const cvf_epilogue *ep)
+{
+    if (c->dtype == CVF_F32) /* the product is kept in fp32: the pass is the fused arithmetic */
+        return true;
+    if (ep->bias && !cvf_lt_eligible(ctx, a, b, c, ep, true))
+        return false;
+    if (ep->aux_out && ep->aux_out->dtype != c->dtype)
+        return false;
+    return ep->activation == CVF_ACTIVATION_NONE || ep->activation == CVF_ACTIVATION_RELU ||
+           ep->activation == CVF_ACTIVATION_DGELU_TANH || ep->activation == CVF_ACTIVATION_DGELU_ERF;
+}
+
 /* The engines that can run the call, best first by the heuristic's order. */
 int eligible_engines(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                      const cvf_epilogue *ep, cvf_cuda_engine *out)
 {
     int count = 0;
+    if (cvf_cuda_state_of(ctx)->simple_only) {
+        out[count++] = CVF_CUDA_ENGINE_SIMPLE;
+        return count;
+    }
     const bool plain = !cvf_cuda_epilogue_needed(ep);
-    const bool lt_fused = plain ? cvf_lt_eligible(ctx, a, b, c, ep, false)
-                                : (ep->activation == CVF_ACTIVATION_NONE && !ep->aux_out && !ep->bias_grad &&
-                                   !ep->aux_in && cvf_lt_eligible(ctx, a, b, c, ep, true));
-    if (lt_fused)
+    const bool bias_only = ep->activation == CVF_ACTIVATION_NONE && !ep->aux_out && !ep->bias_grad && !ep->aux_in;
+    if (plain ? cvf_lt_eligible(ctx, a, b, c, ep, false) : bias_only && cvf_lt_eligible(ctx, a, b, c, ep, true))
         out[count++] = CVF_CUDA_ENGINE_LT;
-    else if (cvf_lt_eligible(ctx, a, b, c, ep, false))
+    else if (cvf_lt_eligible(ctx, a, b, c, ep, false) && pass_keeps_contract(ctx, a, b, c, ep))
         out[count++] = CVF_CUDA_ENGINE_LT_PASS;
     if (cvf_cuda_sm90_eligible(ctx, a, b, c))
         out[count++] = CVF_CUDA_ENGINE_SM90;
@@ -188,7 +208,11 @@ const cvf_lt_plan *entry_lt(const cvf_context *ctx, cache_entry *e, cvf_cuda_eng
         return e->lt;
     if (e && e->lt_failed)
         return NULL;
-    cvf_lt_plan *plan = cvf_lt_plan_create(ctx, a, b, c, ep, engine == CVF_CUDA_ENGINE_LT && ep->bias != NULL);
+    /* The bias rides in cuBLASLt's epilogue whenever it can (for the pass too: added before the
+     * product's one rounding). */
+    const bool with_bias = ep->bias && cvf_lt_eligible(ctx, a, b, c, ep, true);
+    (void)engine;
+    cvf_lt_plan *plan = cvf_lt_plan_create(ctx, a, b, c, ep, with_bias);
     if (e) {
         e->lt = plan;
         e->lt_failed = plan == NULL;
@@ -214,10 +238,13 @@ cvf_status run_engine(cvf_context *ctx, cvf_cuda_launch launch, cache_entry *e, 
         if (!plan)
             return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "cuBLASLt found no algorithm for this product");
         cvf_status status = cvf_lt_run(ctx, launch, plan, a, b, c, ep, rest);
+        cvf_epilogue rest = *ep; /* what the pass still has to do */
+        if (cvf_lt_plan_adds_bias(plan))
+            rest.bias = NULL;
         if (!e) /* no cache to keep it in (the descriptors are read when the call is enqueued) */
             cvf_lt_plan_destroy(const_cast<cvf_lt_plan *>(plan));
         if (status == CVF_STATUS_SUCCESS && engine == CVF_CUDA_ENGINE_LT_PASS)
-            status = cvf_cuda_epilogue_pass(ctx, launch, c, ep, partials);
+            status = cvf_cuda_epilogue_pass(ctx, launch, c, &rest, partials);
         return status;
     }
     default: return cvf_cuda_simple_matmul(ctx, launch, a, b, c, ep, partials);

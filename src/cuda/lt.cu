@@ -133,7 +133,9 @@ bool cvf_lt_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matr
 {
     if (!cvf_cuda_state_of(ctx)->lt)
         return false;
-    if (a->dtype != b->dtype || (a->dtype != CVF_F16 && a->dtype != CVF_BF16))
+    /* f16 / bf16 on the tensor cores, f32 as true fp32 (CUBLAS_COMPUTE_32F: no TF32), all
+     * accumulating in fp32 as ours do. */
+    if (a->dtype != b->dtype || (a->dtype != CVF_F16 && a->dtype != CVF_BF16 && a->dtype != CVF_F32))
         return false;
     if (c->dtype != a->dtype && c->dtype != CVF_F32)
         return false;
@@ -180,6 +182,11 @@ cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, con
         return NULL;
     }
     return plan;
+}
+
+bool cvf_lt_plan_adds_bias(const cvf_lt_plan *plan)
+{
+    return plan->with_bias;
 }
 
 void cvf_lt_plan_destroy(cvf_lt_plan *plan)
