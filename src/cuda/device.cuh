@@ -252,9 +252,14 @@ typedef struct cvf_lt_plan cvf_lt_plan;
 bool cvf_lt_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                      const cvf_epilogue *ep, bool with_bias);
 
-/* Makes a plan for c = a @ b (+ ep's bias when with_bias); NULL when cuBLASLt finds no algorithm. */
+/* True when cuBLASLt can run the whole epilogue bias + tanh GELU (+ aux_out), no more. */
+bool cvf_lt_fuses_gelu(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                       const cvf_epilogue *ep);
+
+/* Makes a plan for c = a @ b (+ ep's bias when with_bias; + bias, GELU and aux_out when
+ * with_gelu); NULL when cuBLASLt finds no algorithm. */
 cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                const cvf_epilogue *ep, bool with_bias);
+                                const cvf_epilogue *ep, bool with_bias, bool with_gelu);
 
 /* Frees a plan; NULL is a no-op. */
 void cvf_lt_plan_destroy(cvf_lt_plan *plan);

@@ -149,7 +149,8 @@ int eligible_engines(const cvf_context *ctx, const cvf_matrix *a, const cvf_matr
     }
     const bool plain = !cvf_cuda_epilogue_needed(ep);
     const bool bias_only = ep->activation == CVF_ACTIVATION_NONE && !ep->aux_out && !ep->bias_grad && !ep->aux_in;
-    if (plain ? cvf_lt_eligible(ctx, a, b, c, ep, false) : bias_only && cvf_lt_eligible(ctx, a, b, c, ep, true))
+    if (plain ? cvf_lt_eligible(ctx, a, b, c, ep, false)
+              : (bias_only && cvf_lt_eligible(ctx, a, b, c, ep, true)) || cvf_lt_fuses_gelu(ctx, a, b, c, ep))
         out[count++] = CVF_CUDA_ENGINE_LT;
     else if (cvf_lt_eligible(ctx, a, b, c, ep, false) && pass_keeps_contract(ctx, a, b, c, ep))
         out[count++] = CVF_CUDA_ENGINE_LT_PASS;
@@ -211,8 +212,8 @@ const cvf_lt_plan *entry_lt(const cvf_context *ctx, cache_entry *e, cvf_cuda_eng
     /* The bias rides in cuBLASLt's epilogue whenever it can (for the pass too: added before the
      * product's one rounding). */
     const bool with_bias = ep->bias && cvf_lt_eligible(ctx, a, b, c, ep, true);
-    (void)engine;
-    cvf_lt_plan *plan = cvf_lt_plan_create(ctx, a, b, c, ep, with_bias);
+    const bool with_gelu = engine == CVF_CUDA_ENGINE_LT && cvf_lt_fuses_gelu(ctx, a, b, c, ep);
+    cvf_lt_plan *plan = cvf_lt_plan_create(ctx, a, b, c, ep, with_bias, with_gelu);
     if (e) {
         e->lt = plan;
         e->lt_failed = plan == NULL;
@@ -448,7 +449,11 @@ void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const c
         info->tile_k = CVF_CUDA_SM90_TILE_K;
         info->splits = cvf_cuda_sm90_splits(ctx, m, n, a->cols);
         break;
-    case CVF_CUDA_ENGINE_LT: info->engine = ep->bias ? "cublaslt (+ its BIAS epilogue)" : "cublaslt"; break;
+    case CVF_CUDA_ENGINE_LT:
+        info->engine = ep->activation == CVF_ACTIVATION_GELU_TANH ? "cublaslt (+ its GELU_AUX_BIAS epilogue)"
+                       : ep->bias                                  ? "cublaslt (+ its BIAS epilogue)"
+                                                                   : "cublaslt";
+        break;
     case CVF_CUDA_ENGINE_LT_PASS:
         info->engine = "cublaslt+pass: cuBLASLt product in C's dtype, then our epilogue pass over C";
         break;

@@ -1,11 +1,12 @@
 /*
  * The cuBLASLt engine: the vendor's GEMM as one of the engines the planner chooses from, where it
- * honours our contract. It runs plain products and products + bias (its BIAS epilogue: the bias
- * is added to the fp32 accumulator before the one rounding to C's dtype, as ours is). Everything
- * else in our epilogue vocabulary (activations, aux_in / aux_out, bias gradients) runs in our
- * own epilogue pass after a plain cuBLASLt product (the "cublaslt+pass" engine, engines.cu):
- * cuBLASLt's own RELU / GELU epilogues are not used, so NaN propagation and the GELU forms stay
- * ours.
+ * honours our contract. It runs plain products, products + bias (its BIAS epilogue: the bias
+ * is added to the fp32 accumulator before the one rounding to C's dtype, as ours is), and the
+ * forward's fc1 epilogue, bias + tanh GELU with the pre-activation stored (GELU_AUX_BIAS: the
+ * same sequence on the fp32 accumulator; the tests hold it to the same per-element bounds).
+ * Everything else (ReLU, the exact GELU, GELU', bias gradients) runs in our own epilogue pass
+ * after a cuBLASLt product (the "cublaslt+pass" engine, engines.cu) or fused in ours: cuBLASLt's
+ * RELU is not used (its NaN handling is not ours to rely on).
  *
  * cuBLASLt is column-major. A row-major C (col_stride 1) is computed as C^T = B^T A^T; a
  * column-major C directly; each operand is described as the column-major matrix its memory
@@ -23,6 +24,7 @@ struct cvf_lt_plan {
     cublasLtMatmulAlgo_t algo;
     bool c_row_major; /* C^T = B^T A^T: the operands swap */
     bool with_bias;
+    bool with_gelu; /* bias + tanh GELU (+ the pre-activation to aux_out): GELU_BIAS / GELU_AUX_BIAS */
 };
 
 namespace {
@@ -154,10 +156,21 @@ bool cvf_lt_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matr
            (uintptr_t)bias->data % 16 == 0;
 }
 
-cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                                const cvf_epilogue *ep, bool with_bias)
+bool cvf_lt_fuses_gelu(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                       const cvf_epilogue *ep)
 {
-    (void)ep;
+    if (ep->activation != CVF_ACTIVATION_GELU_TANH || ep->aux_in || ep->bias_grad || c->dtype == CVF_F32 ||
+        !cvf_lt_eligible(ctx, a, b, c, ep, true))
+        return false;
+    const cvf_matrix *aux = ep->aux_out;
+    /* aux_out as D's twin: same dtype, row-major like C, leading dimension a multiple of 8. */
+    return !aux || (aux->dtype == c->dtype && aux->col_stride == 1 && aux->row_stride % 8 == 0 &&
+                    aux->row_stride >= aux->cols && (uintptr_t)aux->data % 16 == 0);
+}
+
+cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                                const cvf_epilogue *ep, bool with_bias, bool with_gelu)
+{
     lt_operand x, y, d;
     bool c_row_major;
     if (!describe_all(a, b, c, &x, &y, &d, &c_row_major))
@@ -166,12 +179,17 @@ cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, con
     if (!plan)
         return NULL;
     plan->c_row_major = c_row_major;
-    plan->with_bias = with_bias;
+    plan->with_bias = with_bias || with_gelu;
+    plan->with_gelu = with_gelu;
     bool ok = cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
     ok = ok && set_attr(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, x.op) && set_attr(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, y.op);
-    if (ok && with_bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    if (ok && plan->with_bias) {
+        const cublasLtEpilogue_t epi = !with_gelu     ? CUBLASLT_EPILOGUE_BIAS
+                                       : ep->aux_out ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                     : CUBLASLT_EPILOGUE_GELU_BIAS;
         ok = set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE, epi);
+        if (ok && with_gelu && ep->aux_out)
+            ok = set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, (int64_t)ep->aux_out->row_stride);
     }
     /* The layouts describe memory: an operand read transposed keeps its stored shape. */
     ok = ok && make_layout(&plan->x, c_row_major ? b->dtype : a->dtype, x) &&
@@ -211,6 +229,11 @@ cvf_status cvf_lt_run(cvf_context *ctx, cvf_cuda_launch launch, const cvf_lt_pla
         const void *bias = ep->bias->data;
         if (!set_attr(plan->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias))
             return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "cuBLASLt: setting the bias pointer failed");
+    }
+    if (plan->with_gelu && ep->aux_out) {
+        const void *aux = ep->aux_out->data;
+        if (!set_attr(plan->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, aux))
+            return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "cuBLASLt: setting the aux pointer failed");
     }
     const float alpha = 1.0f, beta = 0.0f;
     const void *x = plan->c_row_major ? b->data : a->data, *y = plan->c_row_major ? a->data : b->data;
