@@ -41,6 +41,10 @@ if ! skip bench; then
     step torch_mlp 200 python3 bench/torch_mlp_bench.py --json "$OUT/torch.jsonl"
     grep -E "^torch " "$OUT/torch_mlp.log" | head
 fi
+if ! skip python; then
+    step first_call 120 python3 bench/first_call.py
+    cat "$OUT/first_call.log"
+fi
 if ! skip vit; then
     step vit 300 python3 bench/torch_vit_bench.py --json-out "$OUT/vit.jsonl" --steps 10 --warmup 3
     tail -12 "$OUT/vit.log"

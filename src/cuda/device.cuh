@@ -264,6 +264,12 @@ cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, con
 /* Frees a plan; NULL is a no-op. */
 void cvf_lt_plan_destroy(cvf_lt_plan *plan);
 
+/* The algorithms cuBLASLt's heuristic offered for the plan (at most CVF_LT_MAX_ALGOS), and the
+ * choice of the one its runs use (measured by the engine choice; the heuristic's first until). */
+#define CVF_LT_MAX_ALGOS 6
+int cvf_lt_plan_algo_count(const cvf_lt_plan *plan);
+void cvf_lt_plan_use(cvf_lt_plan *plan, int algo);
+
 /* True when the plan adds the bias itself (its BIAS epilogue). */
 bool cvf_lt_plan_adds_bias(const cvf_lt_plan *plan);
 

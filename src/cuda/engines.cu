@@ -293,6 +293,28 @@ bool capturing(cvf_cuda_launch launch)
     return status != cudaStreamCaptureStatusNone;
 }
 
+/* Times a cuBLASLt engine with each algorithm its heuristic offered, keeps the fastest in the
+ * entry's plan and returns its time. */
+float time_lt(cvf_context *ctx, cvf_cuda_launch launch, cache_entry *e, cvf_cuda_engine engine, const cvf_matrix *a,
+              const cvf_matrix *b, const cvf_matrix *c, const cvf_epilogue *ep, void *workspace)
+{
+    cvf_lt_plan *plan = const_cast<cvf_lt_plan *>(entry_lt(ctx, e, engine, a, b, c, ep));
+    if (!plan)
+        return -1.0f;
+    float best = -1.0f;
+    int best_algo = 0;
+    for (int i = 0; i < cvf_lt_plan_algo_count(plan); i++) {
+        cvf_lt_plan_use(plan, i);
+        float ms = time_engine(ctx, launch, e, engine, a, b, c, ep, workspace);
+        if (ms >= 0.0f && (best < 0.0f || ms < best)) {
+            best = ms;
+            best_algo = i;
+        }
+    }
+    cvf_lt_plan_use(plan, best_algo);
+    return best;
+}
+
 /* Times every candidate on the call's buffers and keeps the fastest in e. */
 void measure(cvf_context *ctx, cvf_cuda_launch launch, cache_entry *e, const cvf_cuda_engine *cands, int count,
              const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c, const cvf_epilogue *ep, void *workspace)
@@ -300,7 +322,9 @@ void measure(cvf_context *ctx, cvf_cuda_launch launch, cache_entry *e, const cvf
     float best = -1.0f;
     e->candidate_count = count < CVF_PLAN_MAX_CANDIDATES ? count : CVF_PLAN_MAX_CANDIDATES;
     for (int i = 0; i < e->candidate_count; i++) {
-        float ms = time_engine(ctx, launch, e, cands[i], a, b, c, ep, workspace);
+        const bool lt = cands[i] == CVF_CUDA_ENGINE_LT || cands[i] == CVF_CUDA_ENGINE_LT_PASS;
+        float ms = lt ? time_lt(ctx, launch, e, cands[i], a, b, c, ep, workspace)
+                      : time_engine(ctx, launch, e, cands[i], a, b, c, ep, workspace);
         e->candidates[i].engine = cvf_cuda_engine_name(cands[i]);
         e->candidates[i].ms = ms;
         if (ms >= 0.0f && (best < 0.0f || ms < best)) {

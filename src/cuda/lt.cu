@@ -21,7 +21,9 @@
 struct cvf_lt_plan {
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t x, y, d; /* the two operands, then C (as D and C, beta = 0) */
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algos[CVF_LT_MAX_ALGOS]; /* the heuristic's best first */
+    int algo_count;
+    int algo; /* the one runs use (the fastest measured, else the heuristic's first) */
     bool c_row_major; /* C^T = B^T A^T: the operands swap */
     bool with_bias;
     bool with_gelu; /* bias + tanh GELU (+ the pre-activation to aux_out): GELU_BIAS / GELU_AUX_BIAS */
@@ -117,13 +119,14 @@ bool find_algo(cublasLtHandle_t handle, cvf_lt_plan *plan)
             CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align) ==
             CUBLAS_STATUS_SUCCESS;
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[CVF_LT_MAX_ALGOS];
     int found = 0;
-    ok = ok && cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->x, plan->y, plan->d, plan->d, pref, 1, &result,
-                                              &found) == CUBLAS_STATUS_SUCCESS &&
+    ok = ok && cublasLtMatmulAlgoGetHeuristic(handle, plan->op, plan->x, plan->y, plan->d, plan->d, pref,
+                                              CVF_LT_MAX_ALGOS, results, &found) == CUBLAS_STATUS_SUCCESS &&
          found > 0;
-    if (ok)
-        plan->algo = result.algo;
+    for (int i = 0; ok && i < found; i++)
+        plan->algos[i] = results[i].algo;
+    plan->algo_count = ok ? found : 0;
     cublasLtMatmulPreferenceDestroy(pref);
     return ok;
 }
@@ -202,6 +205,17 @@ cvf_lt_plan *cvf_lt_plan_create(const cvf_context *ctx, const cvf_matrix *a, con
     return plan;
 }
 
+int cvf_lt_plan_algo_count(const cvf_lt_plan *plan)
+{
+    return plan->algo_count;
+}
+
+void cvf_lt_plan_use(cvf_lt_plan *plan, int algo)
+{
+    if (algo >= 0 && algo < plan->algo_count)
+        plan->algo = algo;
+}
+
 bool cvf_lt_plan_adds_bias(const cvf_lt_plan *plan)
 {
     return plan->with_bias;
@@ -238,7 +252,7 @@ cvf_status cvf_lt_run(cvf_context *ctx, cvf_cuda_launch launch, const cvf_lt_pla
     const float alpha = 1.0f, beta = 0.0f;
     const void *x = plan->c_row_major ? b->data : a->data, *y = plan->c_row_major ? a->data : b->data;
     cublasStatus_t s = cublasLtMatmul((cublasLtHandle_t)cvf_cuda_state_of(ctx)->lt, plan->op, &alpha, x, plan->x, y,
-                                      plan->y, &beta, c->data, plan->d, c->data, plan->d, &plan->algo, workspace,
+                                      plan->y, &beta, c->data, plan->d, c->data, plan->d, &plan->algos[plan->algo], workspace,
                                       CVF_LT_WORKSPACE, (cudaStream_t)launch.stream);
     if (s != CUBLAS_STATUS_SUCCESS)
         return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "cuBLASLt matmul failed (status %d)", (int)s);
