@@ -122,6 +122,23 @@ size_t cvf_cuda_gemm_workspace(const cvf_context *ctx, const cvf_matrix *a, cons
 bool cvf_cuda_gemm_decided(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                            const cvf_epilogue *ep);
 
+/* A family of engines, for choosing a whole step list's engines together. */
+typedef enum cvf_cuda_family {
+    CVF_CUDA_FAMILY_MEASURED = 0, /* each GEMM's fastest on its own */
+    CVF_CUDA_FAMILY_OWN,          /* each GEMM's fastest of our kernels */
+    CVF_CUDA_FAMILY_CUBLASLT      /* each GEMM's fastest cuBLASLt engine */
+} cvf_cuda_family;
+
+/* Makes the GEMM's decided key use its fastest measured engine of family; *chosen gets the engine
+ * it uses after. False (nothing changed) when the key is not measured or has no engine of the
+ * family. */
+bool cvf_cuda_gemm_prefer(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                          const cvf_epilogue *ep, cvf_cuda_family family, cvf_cuda_engine *chosen);
+
+/* Sets the engine of the GEMM's cached key (and, when choice is not NULL, how it was chosen). */
+void cvf_cuda_gemm_set_engine(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                              const cvf_epilogue *ep, cvf_cuda_engine engine, const char *choice);
+
 /* Fills info's engine, tiles, units, choice and measured candidates for the GEMM as it would run. */
 void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                             const cvf_epilogue *ep, cvf_kernel_info *info);

@@ -384,6 +384,43 @@ const char *cvf_cuda_engine_name(cvf_cuda_engine engine)
     }
 }
 
+bool cvf_cuda_gemm_prefer(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                          const cvf_epilogue *ep, cvf_cuda_family family, cvf_cuda_engine *chosen)
+{
+    cache_entry *e = cache_find(ctx, make_key(a, b, c, ep));
+    if (!e || !e->decided)
+        return false;
+    float best = -1.0f;
+    for (int i = 0; i < e->candidate_count; i++) {
+        const char *name = e->candidates[i].engine;
+        cvf_cuda_engine engine = CVF_CUDA_ENGINE_NONE;
+        for (int k = CVF_CUDA_ENGINE_SM90; k < CVF_CUDA_ENGINE_COUNT; k++)
+            if (strcmp(name, cvf_cuda_engine_name((cvf_cuda_engine)k)) == 0)
+                engine = (cvf_cuda_engine)k;
+        const bool lt = engine == CVF_CUDA_ENGINE_LT || engine == CVF_CUDA_ENGINE_LT_PASS;
+        const bool in_family = family == CVF_CUDA_FAMILY_MEASURED || (family == CVF_CUDA_FAMILY_OWN && !lt) ||
+                               (family == CVF_CUDA_FAMILY_CUBLASLT && lt);
+        const float ms = e->candidates[i].ms;
+        if (in_family && ms >= 0.0f && (best < 0.0f || ms < best)) {
+            best = ms;
+            e->engine = engine;
+        }
+    }
+    *chosen = e->engine;
+    return best >= 0.0f;
+}
+
+void cvf_cuda_gemm_set_engine(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
+                              const cvf_epilogue *ep, cvf_cuda_engine engine, const char *choice)
+{
+    cache_entry *e = cache_find(ctx, make_key(a, b, c, ep));
+    if (!e)
+        return;
+    e->engine = engine;
+    if (choice)
+        e->choice = choice;
+}
+
 void *cvf_cuda_engine_cache_create(void)
 {
     return calloc(1, sizeof(engine_cache));

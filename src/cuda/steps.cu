@@ -23,6 +23,9 @@
  * other lanes' kernels in the timings.
  */
 #include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda/device.cuh"
 
@@ -149,6 +152,81 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
     return status;
 }
 
+/* Makes every GEMM step use its fastest engine of family; engines[i] gets step i's engine after.
+ * False when a step has no measured engine of the family. */
+bool prefer_family(cvf_context *ctx, const cvf_mlp_step *steps, int count, cvf_cuda_family family,
+                   cvf_cuda_engine *engines)
+{
+    bool all = true;
+    for (int i = 0; i < count; i++) {
+        const cvf_mlp_step *s = &steps[i];
+        engines[i] = CVF_CUDA_ENGINE_NONE;
+        if (s->info.kind == CVF_KERNEL_REDUCTION)
+            continue;
+        cvf_cuda_engine best = CVF_CUDA_ENGINE_NONE;
+        cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, CVF_CUDA_FAMILY_MEASURED, &best);
+        engines[i] = best; /* the per-step best when the family has no engine for the step */
+        if (!cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, family, &engines[i]))
+            all = false;
+    }
+    return all;
+}
+
+/* The median time of three runs of the whole list on its lanes (after a warm-up), in ms; < 0
+ * when a run fails. */
+float time_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces)
+{
+    const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    cudaEvent_t start = (cudaEvent_t)st->timing_events[0], stop = (cudaEvent_t)st->timing_events[1];
+    if (run_lanes(ctx, steps, count, workspaces) != CVF_STATUS_SUCCESS)
+        return -1.0f;
+    float t[3];
+    for (int r = 0; r < 3; r++) {
+        cudaEventRecord(start, lane_stream(ctx, 0));
+        cvf_status status = run_lanes(ctx, steps, count, workspaces);
+        cudaEventRecord(stop, lane_stream(ctx, 0));
+        if (status != CVF_STATUS_SUCCESS || cudaEventSynchronize(stop) != cudaSuccess ||
+            cudaEventElapsedTime(&t[r], start, stop) != cudaSuccess) {
+            cudaGetLastError();
+            return -1.0f;
+        }
+    }
+    float lo = fminf(t[0], fminf(t[1], t[2])), hi = fmaxf(t[0], fmaxf(t[1], t[2]));
+    return t[0] + t[1] + t[2] - lo - hi;
+}
+
+/* After each GEMM of the list was measured on its own: the steps overlap on their lanes, where
+ * the fastest engine of each alone is not always the fastest together (cuBLASLt's kernels hold
+ * all SMs; ours take tiles dynamically). Times the whole list with each family (each GEMM's
+ * fastest; ours only; cuBLASLt only) and keeps the fastest set. */
+void choose_together(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces)
+{
+    static const cvf_cuda_family families[] = {CVF_CUDA_FAMILY_MEASURED, CVF_CUDA_FAMILY_OWN,
+                                               CVF_CUDA_FAMILY_CUBLASLT};
+    static const char *const choices[] = {"measured", "measured (the whole call: our kernels together)",
+                                          "measured (the whole call: cuBLASLt together)"};
+    cvf_cuda_engine engines[CVF_PLAN_MAX_KERNELS], best_engines[CVF_PLAN_MAX_KERNELS];
+    float best = -1.0f;
+    int best_family = 0;
+    for (int f = 0; f < 3; f++) {
+        prefer_family(ctx, steps, count, families[f], engines);
+        float ms = time_lanes(ctx, steps, count, workspaces);
+        if (getenv("CVF_DEBUG"))
+            fprintf(stderr, "cvfuse: mlp steps together, engine family %d: %.4f ms\n", f, (double)ms);
+        if (ms >= 0.0f && (best < 0.0f || ms < best * 0.98f)) { /* a clear win over the per-step choice */
+            best = ms;
+            best_family = f;
+            memcpy(best_engines, engines, sizeof engines);
+        }
+    }
+    if (best < 0.0f)
+        return;
+    for (int i = 0; i < count; i++)
+        if (steps[i].info.kind != CVF_KERNEL_REDUCTION && best_engines[i] != CVF_CUDA_ENGINE_NONE)
+            cvf_cuda_gemm_set_engine(ctx, &steps[i].a, &steps[i].b, &steps[i].c, &steps[i].epilogue, best_engines[i],
+                                     choices[best_family]);
+}
+
 } /* namespace */
 
 extern "C" cvf_dtype cvf_cuda_mlp_intermediate_dtype(cvf_dtype storage)
@@ -180,11 +258,15 @@ extern "C" cvf_status cvf_cuda_run_steps(cvf_context *ctx, const cvf_mlp_step *s
                         CVF_CUDA_STEP_EVENTS);
     if (all_decided(ctx, steps, count))
         return run_lanes(ctx, steps, count, workspaces);
-    /* The first call of these keys: one after another on the context's stream, measuring. */
+    /* The first call of these keys: one after another on the context's stream, measuring each
+     * GEMM; then the engine sets are compared on the lanes, and the last of those runs leaves the
+     * outputs (every run writes all of them). */
     for (int i = 0; i < count; i++) {
         cvf_status status = run_step(ctx, &steps[i], cvf_cuda_main_launch(ctx), workspaces[i], true);
         if (status != CVF_STATUS_SUCCESS)
             return status;
     }
-    return CVF_STATUS_SUCCESS;
+    if (all_decided(ctx, steps, count) && !cvf_cuda_state_of(ctx)->serial)
+        choose_together(ctx, steps, count, workspaces);
+    return run_lanes(ctx, steps, count, workspaces);
 }
