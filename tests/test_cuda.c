@@ -165,8 +165,8 @@ static cvf_status gpu_run(gpu_fixture *g, cvf_context *ctx)
         mirror_upload(&g->m[M_GRAD]);
     }
     cvf_epilogue ep = {c->activation, c->bias ? &g->bias : NULL,
-                       c->activation == CVF_ACTIVATION_DGELU_TANH ? &g->aux_in : NULL, c->aux_out ? &g->aux_out : NULL,
-                       c->bias_grad ? &g->bias_grad : NULL};
+                       support_activation_reads_aux_in(c->activation) ? &g->aux_in : NULL,
+                       c->aux_out ? &g->aux_out : NULL, c->bias_grad ? &g->bias_grad : NULL};
     cvf_status status = c->op == SUPPORT_OP_MATMUL_RELU ? cvf_matmul_relu(ctx, &g->a, &g->b, &g->c)
                                                         : cvf_matmul(ctx, &g->a, &g->b, &g->c, &ep);
     cudaError_t err = cudaDeviceSynchronize();
@@ -270,9 +270,9 @@ static void test_cross_product(void)
     uint64_t seed = 1000;
     for (size_t d = 0; d < ARRAY_SIZE(combos); d++)
         for (size_t l = 0; l < ARRAY_SIZE(layouts); l++)
-            for (int e = 0; e < 32; e++) {
-                if (l > 0 && e % 3 != 0 && e != 31 && e != 30)
-                    continue; /* all 32 epilogues on the plain layout, a third of them elsewhere */
+            for (int e = 0; e < 64; e++) { /* bit 5: the exact (erf) GELU and its backward */
+                if (l > 0 && e % 3 != 0 && e % 32 != 31 && e % 32 != 30)
+                    continue; /* all 64 epilogues on the plain layout, a third of them elsewhere */
                 support_matmul_case c = support_make_matmul_case(200, 264, 72, &combos[d], e, layouts[l], seed++);
                 run_case(&c);
             }
@@ -287,7 +287,8 @@ static void test_shapes(void)
     };
     uint64_t seed = 5000;
     static const int epilogues[] = {1 /* relu */, 2 | 4 | 8 | 16 /* gelu, bias, aux_out, grad */,
-                                    3 | 16 /* dgelu, grad */, 0};
+                                    3 | 16 /* dgelu, grad */, 0, 2 | 4 | 8 | 32 /* gelu_erf ... */,
+                                    3 | 16 | 32 /* dgelu_erf, grad */};
     for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
         for (size_t d = 0; d < 4; d++)
             for (size_t e = 0; e < ARRAY_SIZE(epilogues); e++)
@@ -1555,6 +1556,135 @@ static int host_check_main(void)
     return test_report("test_cuda --host-check");
 }
 
+/* ---- the framework API on the GPU: the caller's stream, the caller's workspace ------------ */
+
+/* Device buffers of one bf16 product c (m x n) = a (m x k) @ b (k x n) + bias, GELU (erf),
+ * aux_out, bias_grad. */
+typedef struct api_case {
+    int64_t m, n, k;
+    void *a, *b, *c, *aux, *bias, *grad;
+    cvf_matrix va, vb, vc, vaux;
+    cvf_vector vbias, vgrad;
+    cvf_epilogue ep;
+} api_case;
+
+static bool api_alloc(void **p, size_t bytes, uint16_t fill_seed)
+{
+    if (cudaMalloc(p, bytes) != cudaSuccess)
+        return false;
+    uint16_t *host = malloc(bytes);
+    if (!host)
+        return false;
+    cvft_rng rng = cvft_rng_make(fill_seed);
+    for (size_t i = 0; i < bytes / 2; i++)
+        host[i] = cvf_f32_to_bf16((float)cvft_rng_uniform(&rng, -1.0, 1.0));
+    bool ok = cudaMemcpy(*p, host, bytes, cudaMemcpyHostToDevice) == cudaSuccess;
+    free(host);
+    return ok;
+}
+
+static bool api_setup(api_case *t)
+{
+    memset(t, 0, sizeof *t);
+    t->m = 300, t->n = 264, t->k = 200;
+    size_t e = 2;
+    bool ok = api_alloc(&t->a, t->m * t->k * e, 1) && api_alloc(&t->b, t->k * t->n * e, 2) &&
+              api_alloc(&t->c, t->m * t->n * e, 3) && api_alloc(&t->aux, t->m * t->n * e, 4) &&
+              api_alloc(&t->bias, t->n * e, 5) && api_alloc(&t->grad, t->n * e, 6);
+    t->va = cvf_matrix_row_major(t->a, CVF_BF16, t->m, t->k);
+    t->vb = cvf_matrix_row_major(t->b, CVF_BF16, t->k, t->n);
+    t->vc = cvf_matrix_row_major(t->c, CVF_BF16, t->m, t->n);
+    t->vaux = cvf_matrix_row_major(t->aux, CVF_BF16, t->m, t->n);
+    t->vbias = cvf_vector_dense(t->bias, CVF_BF16, t->n);
+    t->vgrad = cvf_vector_dense(t->grad, CVF_BF16, t->n);
+    t->ep = (cvf_epilogue){CVF_ACTIVATION_GELU_ERF, &t->vbias, NULL, &t->vaux, &t->vgrad};
+    return ok;
+}
+
+static void api_teardown(api_case *t)
+{
+    void *all[] = {t->a, t->b, t->c, t->aux, t->bias, t->grad};
+    for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+        cudaFree(all[i]);
+}
+
+/* Copies the outputs (c, aux, grad) of t to host memory out (m n + m n + n bf16). */
+static void api_outputs(const api_case *t, uint16_t *out)
+{
+    size_t mn = (size_t)(t->m * t->n);
+    cudaDeviceSynchronize();
+    cudaMemcpy(out, t->c, mn * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(out + mn, t->aux, mn * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(out + 2 * mn, t->grad, (size_t)t->n * 2, cudaMemcpyDeviceToHost);
+}
+
+/* Section: a context follows the stream it is given between calls, and runs in the caller's
+ * workspace: too small gives WORKSPACE_TOO_SMALL with every output untouched, exactly the queried
+ * size gives the same bits as the context's own workspace. */
+static void test_framework_api(void)
+{
+    api_case t;
+    cvf_context *ctx = NULL;
+    cudaStream_t s1 = NULL, s2 = NULL;
+    size_t total = 0;
+    uint16_t *want = NULL, *got = NULL;
+    void *ws = NULL;
+    cvf_context_options opts = {CVF_DEVICE_CUDA, 0, 0, NULL};
+    if (!CHECK(api_setup(&t) && cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess &&
+                   cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess &&
+                   cvf_context_create(&opts, &ctx) == CVF_STATUS_SUCCESS,
+               "framework api: setup"))
+        goto done;
+    total = (size_t)(2 * t.m * t.n + t.n);
+    want = malloc(total * 2);
+    got = malloc(total * 2);
+    if (!CHECK(want && got, "out of memory"))
+        goto done;
+    CHECK(cvf_context_set_stream(ctx, s1) == CVF_STATUS_SUCCESS && cvf_context_stream(ctx) == (void *)s1,
+          "set_stream(s1)");
+    CHECK(cvf_matmul(ctx, &t.va, &t.vb, &t.vc, &t.ep) == CVF_STATUS_SUCCESS, "on s1: %s", cvf_context_last_error(ctx));
+    cudaStreamSynchronize(s1);
+    api_outputs(&t, want);
+    cudaMemset(t.c, 0xFF, (size_t)(t.m * t.n * 2));
+    CHECK(cvf_context_set_stream(ctx, s2) == CVF_STATUS_SUCCESS, "set_stream(s2)");
+    CHECK(cvf_matmul(ctx, &t.va, &t.vb, &t.vc, &t.ep) == CVF_STATUS_SUCCESS, "on s2: %s", cvf_context_last_error(ctx));
+    CHECK(cudaStreamSynchronize(s2) == cudaSuccess, "sync s2");
+    api_outputs(&t, got);
+    CHECK(memcmp(want, got, total * 2) == 0, "the call on s2 gave other bits than on s1");
+    size_t need = 0;
+    CHECK(cvf_matmul_workspace_size(ctx, &t.va, &t.vb, &t.vc, &t.ep, &need) == CVF_STATUS_SUCCESS && need > 0,
+          "workspace size: %zu (%s)", need, cvf_context_last_error(ctx));
+    if (!CHECK(cudaMalloc(&ws, need + 256) == cudaSuccess, "cudaMalloc workspace"))
+        goto done;
+    cudaMemset(t.c, 0x5A, (size_t)(t.m * t.n * 2));
+    cudaMemset(t.aux, 0x5A, (size_t)(t.m * t.n * 2));
+    cudaMemset(t.grad, 0x5A, (size_t)t.n * 2);
+    cudaDeviceSynchronize();
+    CHECK(cvf_context_set_workspace(ctx, ws, need - 256) == CVF_STATUS_SUCCESS, "set_workspace");
+    cvf_status status = cvf_matmul(ctx, &t.va, &t.vb, &t.vc, &t.ep);
+    CHECK(status == CVF_STATUS_WORKSPACE_TOO_SMALL, "too small: %s", cvf_status_string(status));
+    api_outputs(&t, got);
+    bool untouched = true;
+    for (size_t i = 0; i < total; i++)
+        untouched = untouched && got[i] == 0x5A5A;
+    CHECK(untouched, "a too-small caller workspace still wrote an output");
+    CHECK(cvf_context_set_workspace(ctx, ws, need) == CVF_STATUS_SUCCESS, "set_workspace exact");
+    CHECK(cvf_matmul(ctx, &t.va, &t.vb, &t.vc, &t.ep) == CVF_STATUS_SUCCESS, "exact: %s", cvf_context_last_error(ctx));
+    api_outputs(&t, got);
+    CHECK(memcmp(want, got, total * 2) == 0, "the caller's workspace gave other bits than the context's own");
+    cvf_context_set_workspace(ctx, NULL, 0);
+done:
+    cvf_context_destroy(ctx);
+    cudaFree(ws);
+    free(want);
+    free(got);
+    if (s1)
+        cudaStreamDestroy(s1);
+    if (s2)
+        cudaStreamDestroy(s2);
+    api_teardown(&t);
+}
+
 /* Creates the CUDA contexts: the default one, the simple kernel's, and one on a non-blocking user
  * stream. Returns whether all were made. */
 static bool create_cuda_contexts(void)
@@ -1609,6 +1739,7 @@ int main(int argc, char **argv)
         return 1;
     }
     section("errors", test_errors);
+    section("framework api", test_framework_api);
     if (quick) {
         section("sanitize set", test_sanitize_cases);
     } else {
