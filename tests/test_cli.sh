@@ -563,7 +563,7 @@ explain_kernels_check() {
 import json, sys
 path, device = sys.argv[1], sys.argv[2]
 o = json.loads(open(path).read())
-keys = sorted("name kind computes fused m n k flops bytes engine tile_m tile_n tile_k splits units stream".split())
+keys = sorted("name kind computes fused m n k flops bytes engine tile_m tile_n tile_k splits units stream choice candidates".split())
 if o["device"] != device:
     sys.exit("device %r, expected %r" % (o["device"], device))
 for k in o["kernels"]:
@@ -571,13 +571,15 @@ for k in o["kernels"]:
         sys.exit("kernel keys %s, expected %s" % (sorted(k), keys))
     schedule = (k["engine"], k["tile_m"], k["tile_n"], k["tile_k"], k["splits"], k["units"], k["stream"])
     if device == "cpu":
-        if schedule != ("", 0, 0, 0, 0, 0, 0):
+        if schedule != ("", 0, 0, 0, 0, 0, 0) or k["choice"] != "" or k["candidates"] != []:
             sys.exit("a cpu kernel with a schedule: %s" % k)
         continue
     if not 0 <= k["stream"] <= 2:
         sys.exit("stream out of 0..2: %s" % k)
     if k["kind"] == "reduction":
         continue
+    if not k["choice"] or not all(c["engine"] for c in k["candidates"]):
+        sys.exit("a GEMM without its engine choice: %s" % k)
     if k["engine"].startswith("cublaslt") and k["tile_m"] == 0 and k["units"] == 0:
         continue  # the vendor's kernel: no tiles of ours
     tiles = -(-k["m"] // max(k["tile_m"], 1)) * -(-k["n"] // max(k["tile_n"], 1))

@@ -28,10 +28,13 @@ static void print_explain_help(FILE *out, const cli_op *op)
     fprintf(out, "--device cuda: the plan of the CUDA backend on GPU 0, with a 'runs on:' line per kernel: its\n"
                  "  engine (e.g. sm90 TMA+wgmma, simple, column sums), output tile and K step, tiles x K slices\n"
                  "  (added in a fixed order), and stream (0 the caller's; 1, 2 side streams joined before the call\n"
-                 "  returns). It needs a build with CUDA and a GPU: otherwise exit 1 and the reason on stderr.\n");
+                 "  returns). It first runs one backward of the shape on zero-filled GPU tensors, so that each\n"
+                 "  step shows the engine the context chose by measurement and the times of the candidates.\n"
+                 "  It needs a build with CUDA and a GPU: otherwise exit 1 and the reason on stderr.\n");
     fprintf(out, "--json: one object with op, device, dtype, workspace_dtype, shape, kernels (name, kind,\n"
-                 "  computes, fused, m, n, k, flops, bytes, engine, tile_m, tile_n, tile_k, splits, units, stream;\n"
-                 "  engine \"\" and zeros where the device does not schedule its kernels: cpu, reference),\n"
+                 "  computes, fused, m, n, k, flops, bytes, engine, tile_m, tile_n, tile_k, splits, units, stream,\n"
+                 "  choice, candidates (engine, ms); engine \"\", zeros and no candidates where the device does not\n"
+                 "  schedule its kernels: cpu, reference),\n"
                  "  bytes_total, savings (what, bytes), bytes_saved.\n");
 }
 
@@ -77,8 +80,19 @@ static void json_kernel(FILE *out, const cvf_kernel_info *k)
     fprintf(out, ",\"m\":%" PRId64 ",\"n\":%" PRId64 ",\"k\":%" PRId64 ",\"flops\":%" PRIu64 ",\"bytes\":%" PRIu64,
             k->m, k->n, k->k, k->flops, k->bytes);
     json_text_field(out, 0, "engine", k->engine);
-    fprintf(out, ",\"tile_m\":%d,\"tile_n\":%d,\"tile_k\":%d,\"splits\":%d,\"units\":%" PRId64 ",\"stream\":%d}",
+    fprintf(out, ",\"tile_m\":%d,\"tile_n\":%d,\"tile_k\":%d,\"splits\":%d,\"units\":%" PRId64 ",\"stream\":%d",
             (int)k->tile_m, (int)k->tile_n, (int)k->tile_k, (int)k->splits, k->units, (int)k->stream);
+    json_text_field(out, 0, "choice", k->choice);
+    fputs(",\"candidates\":[", out);
+    for (int32_t i = 0; i < k->candidate_count && i < CVF_PLAN_MAX_CANDIDATES; i++) {
+        fputs(i ? ",{" : "{", out);
+        json_text_field(out, 1, "engine", k->candidates[i].engine);
+        if (k->candidates[i].ms >= 0.0f)
+            fprintf(out, ",\"ms\":%.4f}", (double)k->candidates[i].ms);
+        else
+            fputs(",\"ms\":null}", out);
+    }
+    fputs("]}", out);
 }
 
 /* Prints plan as one JSON object on one line. */
@@ -104,6 +118,51 @@ static void explain_json(const cvf_mlp_plan *plan)
     fprintf(out, "],\"bytes_saved\":%" PRId64 "}\n", plan->bytes_saved);
 }
 
+/* On a GPU: runs one backward of shape on ctx (zero-filled device tensors, dense) so that the plan
+ * shows the engines as the context chose them by measurement, with the times. Returns NULL or
+ * what failed. */
+static const char *measure_on_device(cvf_context *ctx, const cvf_mlp_shape *shape)
+{
+    const int64_t S = shape->tokens, H = shape->hidden, I = shape->intermediate;
+    const size_t e = cvf_dtype_size(shape->dtype);
+    /* grad_output, x, fc1_weight, fc2_weight, fc1_output, gelu_output, grad_x, grad_w1, grad_b1,
+     * grad_w2, grad_b2, each rounded up to 256 bytes */
+    const int64_t sizes[11] = {S * H, S * H, I * H, H * I, S * I, S * I, S * H, I * H, I, H * I, H};
+    size_t offsets[11], total = 0;
+    for (int i = 0; i < 11; i++) {
+        offsets[i] = total;
+        total += ((size_t)sizes[i] * e + 255) / 256 * 256;
+    }
+    void *memory = NULL, *zeros = calloc(total ? total : 1, 1);
+    const char *why = zeros ? cli_cuda_alloc(&memory, total) : "out of host memory";
+    if (!why)
+        why = cli_cuda_copy_in(memory, zeros, total, cvf_context_stream(ctx));
+    if (!why) {
+        char *m = memory;
+        cvf_mlp_backward_args a = {
+            .grad_output = cvf_matrix_row_major(m + offsets[0], shape->dtype, S, H),
+            .hidden_state = cvf_matrix_row_major(m + offsets[1], shape->dtype, S, H),
+            .fc1_weight = cvf_matrix_row_major(m + offsets[2], shape->dtype, I, H),
+            .fc2_weight = cvf_matrix_row_major(m + offsets[3], shape->dtype, H, I),
+            .fc1_output = cvf_matrix_row_major(m + offsets[4], shape->dtype, S, I),
+            .gelu_output = cvf_matrix_row_major(m + offsets[5], shape->dtype, S, I),
+            .grad_hidden_state = cvf_matrix_row_major(m + offsets[6], shape->dtype, S, H),
+            .grad_fc1_weight = cvf_matrix_row_major(m + offsets[7], shape->dtype, I, H),
+            .grad_fc1_bias = cvf_vector_dense(m + offsets[8], shape->dtype, I),
+            .grad_fc2_weight = cvf_matrix_row_major(m + offsets[9], shape->dtype, H, I),
+            .grad_fc2_bias = cvf_vector_dense(m + offsets[10], shape->dtype, H),
+            .gelu = shape->gelu,
+        };
+        if (cvf_mlp_backward(ctx, &a) != CVF_STATUS_SUCCESS)
+            why = cvf_context_last_error(ctx);
+        else
+            why = cli_cuda_sync(cvf_context_stream(ctx));
+    }
+    cli_cuda_free(memory);
+    free(zeros);
+    return why;
+}
+
 int cli_cmd_explain(int argc, char **argv)
 {
     const cli_op *op = cli_op_find("mlp-backward");
@@ -123,6 +182,11 @@ int cli_cmd_explain(int argc, char **argv)
     rc = cli_context_create("explain", args.device, cli_num(&args, CLI_OPT_THREADS, 0), &ctx);
     if (rc != CLI_EXIT_OK)
         return rc;
+    if (args.device == CVF_DEVICE_CUDA && shape.tokens * shape.hidden * shape.intermediate > 0) {
+        const char *why = measure_on_device(ctx, &shape);
+        if (why) /* the plan still prints, with the heuristic's choice */
+            fprintf(stderr, "cvfuse explain: measuring the engines on the GPU failed: %s\n", why);
+    }
     cvf_mlp_plan plan;
     cvf_status status = cvf_mlp_backward_plan(ctx, &shape, &plan);
     if (status != CVF_STATUS_SUCCESS)
