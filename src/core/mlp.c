@@ -289,24 +289,37 @@ cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
     return run_layout(ctx, args, compose_forward, &layout, workspace);
 }
 
-cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes)
+/* The start of a size query: ctx and bytes present, error cleared. */
+static cvf_status begin_size_query(cvf_context *ctx, size_t *bytes)
 {
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
     if (!bytes)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "bytes: the size_t * is NULL");
-    cvf_status status = validate_forward(ctx, args);
+    return CVF_STATUS_SUCCESS;
+}
+
+/* Stores a layout's size in *bytes, or passes on the status of laying it out. */
+static cvf_status layout_size(cvf_status status, const mlp_layout *layout, size_t *bytes)
+{
+    if (status == CVF_STATUS_SUCCESS)
+        *bytes = layout->total;
+    return status;
+}
+
+cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes)
+{
+    cvf_status status = begin_size_query(ctx, bytes);
+    if (status == CVF_STATUS_SUCCESS)
+        status = validate_forward(ctx, args);
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    *bytes = 0;
-    if (ctx->backend->mlp_forward_oracle)
+    *bytes = 0; /* written only by a valid query */
+    if (ctx->backend->mlp_forward_oracle) /* the oracle needs none */
         return CVF_STATUS_SUCCESS;
     mlp_layout layout;
-    if ((status = forward_layout(ctx, args, &layout)))
-        return status;
-    *bytes = layout.total;
-    return CVF_STATUS_SUCCESS;
+    return layout_size(forward_layout(ctx, args, &layout), &layout, bytes);
 }
 
 cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
@@ -330,21 +343,15 @@ cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
 
 cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_mlp_backward_args *args, size_t *bytes)
 {
-    if (!ctx)
-        return CVF_STATUS_NULL_POINTER;
-    cvf_clear_error(ctx);
-    if (!bytes)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "bytes: the size_t * is NULL");
     int64_t dims[4] = {0, 0, 0, 1};
-    cvf_status status = validate_backward(ctx, args, dims);
+    cvf_status status = begin_size_query(ctx, bytes);
+    if (status == CVF_STATUS_SUCCESS)
+        status = validate_backward(ctx, args, dims);
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    *bytes = 0;
-    if (ctx->backend->mlp_backward_oracle)
+    *bytes = 0; /* written only by a valid query */
+    if (ctx->backend->mlp_backward_oracle) /* the oracle needs none */
         return CVF_STATUS_SUCCESS;
     mlp_layout layout;
-    if ((status = backward_layout(ctx, args, dims, &layout)))
-        return status;
-    *bytes = layout.total;
-    return CVF_STATUS_SUCCESS;
+    return layout_size(backward_layout(ctx, args, dims, &layout), &layout, bytes);
 }

@@ -47,7 +47,8 @@ struct cache_entry {
     cvf_cuda_engine engine;
     const char *choice;
     int candidate_count;
-    cvf_engine_time candidates[CVF_PLAN_MAX_CANDIDATES];
+    cvf_engine_time candidates[CVF_PLAN_MAX_CANDIDATES]; /* name and time, for plans */
+    cvf_cuda_engine candidate_engines[CVF_PLAN_MAX_CANDIDATES];
     cvf_lt_plan *lt; /* made at the first cuBLASLt run of this key */
     bool lt_failed;
 };
@@ -327,6 +328,7 @@ void measure(cvf_context *ctx, cvf_cuda_launch launch, cache_entry *e, const cvf
                       : time_engine(ctx, launch, e, cands[i], a, b, c, ep, workspace);
         e->candidates[i].engine = cvf_cuda_engine_name(cands[i]);
         e->candidates[i].ms = ms;
+        e->candidate_engines[i] = cands[i];
         if (ms >= 0.0f && (best < 0.0f || ms < best)) {
             best = ms;
             e->engine = cands[i];
@@ -392,11 +394,7 @@ bool cvf_cuda_gemm_prefer(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
         return false;
     float best = -1.0f;
     for (int i = 0; i < e->candidate_count; i++) {
-        const char *name = e->candidates[i].engine;
-        cvf_cuda_engine engine = CVF_CUDA_ENGINE_NONE;
-        for (int k = CVF_CUDA_ENGINE_SM90; k < CVF_CUDA_ENGINE_COUNT; k++)
-            if (strcmp(name, cvf_cuda_engine_name((cvf_cuda_engine)k)) == 0)
-                engine = (cvf_cuda_engine)k;
+        const cvf_cuda_engine engine = e->candidate_engines[i];
         const bool lt = engine == CVF_CUDA_ENGINE_LT || engine == CVF_CUDA_ENGINE_LT_PASS;
         const bool in_family = family == CVF_CUDA_FAMILY_MEASURED || (family == CVF_CUDA_FAMILY_OWN && !lt) ||
                                (family == CVF_CUDA_FAMILY_CUBLASLT && lt);

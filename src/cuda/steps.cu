@@ -152,24 +152,19 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
     return status;
 }
 
-/* Makes every GEMM step use its fastest engine of family; engines[i] gets step i's engine after.
- * False when a step has no measured engine of the family. */
-bool prefer_family(cvf_context *ctx, const cvf_mlp_step *steps, int count, cvf_cuda_family family,
+/* Makes every GEMM step use its fastest engine of family (its fastest of all when the family has
+ * none for it); engines[i] gets step i's engine. */
+void prefer_family(cvf_context *ctx, const cvf_mlp_step *steps, int count, cvf_cuda_family family,
                    cvf_cuda_engine *engines)
 {
-    bool all = true;
     for (int i = 0; i < count; i++) {
         const cvf_mlp_step *s = &steps[i];
         engines[i] = CVF_CUDA_ENGINE_NONE;
         if (s->info.kind == CVF_KERNEL_REDUCTION)
             continue;
-        cvf_cuda_engine best = CVF_CUDA_ENGINE_NONE;
-        cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, CVF_CUDA_FAMILY_MEASURED, &best);
-        engines[i] = best; /* the per-step best when the family has no engine for the step */
-        if (!cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, family, &engines[i]))
-            all = false;
+        cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, CVF_CUDA_FAMILY_MEASURED, &engines[i]);
+        cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, family, &engines[i]);
     }
-    return all;
 }
 
 /* The median time of three runs of the whole list on its lanes (after a warm-up), in ms; < 0
