@@ -100,16 +100,18 @@ static int pack_operands(operands *ops, const cvf_cpu_kernel *k)
         }
         return 0;
     }
-    int64_t pairs = (kc + 1) / 2;
-    uint16_t *a = alloc_aligned((size_t)(mr * pairs * 2) * sizeof(uint16_t));
-    uint16_t *b = alloc_aligned((size_t)(nr * pairs * 2) * sizeof(uint16_t));
+    /* pairs (BF16), or pairs up to the AMX tile depth; the padding stays zero (alloc_aligned) */
+    int64_t depth = cvf_cpu_pack_depth(k->format, kc), kt = CVF_CPU_TILE_DEPTH;
+    uint16_t *a = alloc_aligned((size_t)(mr * depth) * sizeof(uint16_t));
+    uint16_t *b = alloc_aligned((size_t)(nr * depth) * sizeof(uint16_t));
     ops->a_panel = a;
     ops->b_panel = b;
     if (!a || !b)
         return -1;
     for (int64_t p = 0; p < kc; p++) {
         for (int64_t i = 0; i < mr; i++)
-            a[((p / 2) * mr + i) * 2 + p % 2] = cvf_f32_to_bf16(ops->a[i][p]);
+            a[k->format == CVF_CPU_PACK_BF16_TILES ? ((p / kt) * mr + i) * kt + p % kt
+                                                   : ((p / 2) * mr + i) * 2 + p % 2] = cvf_f32_to_bf16(ops->a[i][p]);
         for (int64_t j = 0; j < nr; j++)
             b[((p / 2) * nr + j) * 2 + p % 2] = cvf_f32_to_bf16(ops->b[p][j]);
     }
@@ -121,7 +123,7 @@ static int pack_operands(operands *ops, const cvf_cpu_kernel *k)
  * the float64 answer. Returns 0, or -1 when out of memory. */
 static int make_operands(operands *ops, const cvf_cpu_kernel *k, int64_t kc, cvft_rng *rng)
 {
-    bool bf16 = k->format == CVF_CPU_PACK_BF16;
+    bool bf16 = k->format != CVF_CPU_PACK_F32;
     ops->kc = kc;
     for (int64_t i = 0; i < k->mr; i++)
         for (int64_t p = 0; p < kc; p++)
@@ -166,7 +168,11 @@ static int64_t run_corner(const cvf_cpu_kernel *k, const operands *ops, int64_t 
         for (int64_t i = 0; i < m; i++)
             for (int64_t j = 0; j < n; j++)
                 c[i * ldc + j] = init[i][j] = i == nan_i && j == nan_j ? NAN : (float)cvft_rng_uniform(rng, -1, 1);
+    if (k->begin) /* per-thread state (AMX tiles) around the run, as the driver does */
+        k->begin();
     k->run(ops->kc, ops->a_panel, ops->b_panel, c, ldc, m, n, accumulate);
+    if (k->end)
+        k->end();
     int64_t wrong = 0;
     for (size_t e = 0; e < buffer_floats; e++) {
         int64_t offset = (int64_t)e - C_SHIFT, i = offset >= 0 ? offset / ldc : -1, j = offset >= 0 ? offset % ldc : -1;
@@ -231,14 +237,18 @@ static void check_descriptor(const cvf_cpu_kernel *k, cvf_cpu_isa isa, cvf_dtype
     const char *level = cvf_cpu_isa_name(isa);
     if (!CHECK(k != NULL, "cvf_cpu_kernel_for(%s, %s, %s) is NULL", level, cvf_dtype_name(a), cvf_dtype_name(b)))
         return;
-    bool bf16 = isa == CVF_CPU_ISA_AVX512_BF16 && a == CVF_BF16 && b == CVF_BF16;
+    bool bf16 = a == CVF_BF16 && b == CVF_BF16;
+    cvf_cpu_pack_format want = bf16 && isa == CVF_CPU_ISA_AMX           ? CVF_CPU_PACK_BF16_TILES
+                               : bf16 && isa == CVF_CPU_ISA_AVX512_BF16 ? CVF_CPU_PACK_BF16
+                                                                        : CVF_CPU_PACK_F32;
     CHECK(k->name && k->name[0] && k->run, "%s: kernel without a name or a function", level);
+    CHECK(!k->begin == !k->end, "%s: %s has one of the begin / end hooks only", level, k->name);
     CHECK(k->mr >= 1 && k->mr <= CVF_CPU_MR_MAX && k->nr >= 1 && k->nr <= CVF_CPU_NR_MAX,
           "%s: %s has MR x NR %d x %d outside 1..%d x 1..%d", level, k->name, k->mr, k->nr, CVF_CPU_MR_MAX,
           CVF_CPU_NR_MAX);
     CHECK(k->isa <= isa && cvf_cpu_isa_supported(k->isa), "%s: %s needs level %s", level, k->name,
           cvf_cpu_isa_name(k->isa));
-    CHECK(k->format == (bf16 ? CVF_CPU_PACK_BF16 : CVF_CPU_PACK_F32), "%s, %s x %s: %s has the wrong pack format",
+    CHECK(k->format == want, "%s, %s x %s: %s has the wrong pack format",
           level, cvf_dtype_name(a), cvf_dtype_name(b), k->name);
 }
 

@@ -31,6 +31,10 @@
 #include "cpu/kernels/kernels.h"
 #include "cpu/vec.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 /* Cache sizes in bytes (per core for L1/L2, whole cache for L3), read once. */
 typedef struct cache_sizes {
     int64_t l1, l2, l3;
@@ -175,7 +179,7 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 {
     thread_layout t;
     t.a = 0;
-    t.tile = t.a + cvf_round_up_64((size_t)(plan->mc * round_up(plan->kc, 2) * plan->elt));
+    t.tile = t.a + cvf_round_up_64((size_t)(plan->mc * cvf_cpu_pack_depth(plan->kernel->format, plan->kc) * plan->elt));
     t.run = t.tile + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
     /* run: one converted row of a block, or the converted runs of one micro-panel */
     int64_t run = max64(max64(plan->nc, plan->mc), max64(plan->mr, plan->nr) * plan->kc);
@@ -217,7 +221,9 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
                        * 97.8 for two passes through the block, 2048 x 3072 on one thread) */
     else              /* equal passes: K = 400 runs as 2 x 200, not 192 + 192 + 16 */
         kc = ceil_div(plan->k, ceil_div(plan->k, kc));
-    plan->kc = round_up(kc, 2);
+    /* whole pack units (bf16 pairs; AMX tiles, unless forced: the tests' tiny kc then drive the
+     * zero-padded tile depth) */
+    plan->kc = forced_kc > 0 ? round_up(kc, 2) : cvf_cpu_pack_depth(plan->kernel->format, kc);
     plan->multi_pass = plan->k > plan->kc;
 
     int64_t mc_max = forced_mc > 0 ? forced_mc : caches->l2 / 2 / (plan->kc * plan->elt);
@@ -299,7 +305,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.m = c->rows;
     plan.n = c->cols;
     plan.k = a->cols;
-    plan.elt = plan.kernel->format == CVF_CPU_PACK_BF16 ? 2 : 4;
+    plan.elt = plan.kernel->format == CVF_CPU_PACK_F32 ? 4 : 2;
     plan.row_tiles = ceil_div(plan.m, plan.mr);
     int32_t useful = useful_threads(ctx, cfg, plan.m, plan.n, plan.k);
     /* a plain f32 product can accumulate its passes in C itself (direct_c below) */
@@ -321,7 +327,8 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.packers = min64(4 * (int64_t)useful, ceil_div(plan.nc, plan.nr));
     plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers)));
 
-    plan.b_stride = cvf_round_up_64((size_t)(round_up(plan.kc, 2) * round_up(plan.nc, plan.nr) * plan.elt));
+    plan.b_stride = cvf_round_up_64(
+        (size_t)(cvf_cpu_pack_depth(plan.kernel->format, plan.kc) * round_up(plan.nc, plan.nr) * plan.elt));
     /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
      * the MR rows of a tile in one L1 set */
     /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
@@ -501,6 +508,24 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
             packed[last * kc + p * nr + (j - last)] = 0.0f;
 }
 
+/* d[2 r] = even[r], d[2 r + 1] = odd[r] for r < rows: two contiguous source lines interleaved into
+ * pairs (8 pairs per SSE2 step on x86-64, where SSE2 is the baseline). */
+static void interleave_lines(const uint16_t *even, const uint16_t *odd, int64_t rows, uint16_t *d)
+{
+    int64_t r = 0;
+#if defined(__SSE2__)
+    for (; r + 8 <= rows; r += 8) {
+        __m128i e = _mm_loadu_si128((const __m128i *)(even + r)), o = _mm_loadu_si128((const __m128i *)(odd + r));
+        _mm_storeu_si128((__m128i *)(d + 2 * r), _mm_unpacklo_epi16(e, o));
+        _mm_storeu_si128((__m128i *)(d + 2 * r + 8), _mm_unpackhi_epi16(e, o));
+    }
+#endif
+    for (; r < rows; r++) {
+        d[2 * r] = even[r];
+        d[2 * r + 1] = odd[r];
+    }
+}
+
 /*
  * One bf16-pair micro-panel of width w: dst[((p / 2) * w + r) * 2 + p % 2] = src[r * rs + p * ps] for
  * r < rows, p < kc; zero for r >= rows and for the odd last p. Bits are copied, nothing rounds.
@@ -508,8 +533,20 @@ static void pack_b_f32(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, i
  */
 static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows, int64_t w, int64_t kc, uint16_t *dst)
 {
+    static const uint16_t zeros[CVF_CPU_NR_MAX] = {0};
     int64_t pairs = ceil_div(kc, 2), full = kc / 2;
-    if (ps == 1 || (rs != 1 && ps < rs)) { /* p contiguous: one source row at a time */
+    if (ps == 1) { /* each source row holds its pairs: 32-bit words, transposed into the panel */
+        for (int64_t r = 0; r < rows; r++) {
+            const uint16_t *row = src + r * rs;
+            uint16_t *d = dst + r * 2;
+            for (int64_t q = 0; q < full; q++)
+                memcpy(d + q * w * 2, row + 2 * q, 2 * sizeof(uint16_t));
+            if (kc % 2) {
+                d[full * w * 2] = row[2 * full];
+                d[full * w * 2 + 1] = 0;
+            }
+        }
+    } else if (rs != 1 && ps < rs) { /* neither contiguous: p along the nearer stride */
         for (int64_t r = 0; r < rows; r++) {
             const uint16_t *row = src + r * rs;
             uint16_t *d = dst + r * 2;
@@ -522,12 +559,16 @@ static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows
                 d[full * w * 2 + 1] = 0;
             }
         }
-    } else { /* r contiguous: two source lines (p, p + 1) interleaved at a time */
+    } else { /* r contiguous (or the nearer stride): two source lines (p, p + 1) interleaved at a time */
         for (int64_t q = 0; q < pairs; q++) {
             const uint16_t *even = src + 2 * q * ps;
             bool has_odd = 2 * q + 1 < kc;
             const uint16_t *odd = has_odd ? even + ps : even; /* no pointer past the source */
             uint16_t *d = dst + q * w * 2;
+            if (rs == 1 && rows <= CVF_CPU_NR_MAX) {
+                interleave_lines(even, has_odd ? odd : zeros, rows, d);
+                continue;
+            }
             for (int64_t r = 0; r < rows; r++) {
                 d[r * 2] = even[r * rs];
                 d[r * 2 + 1] = has_odd ? odd[r * rs] : 0;
@@ -565,6 +606,60 @@ static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, 
                    packed + (j / nr) * panel);
 }
 
+/*
+ * AMX A micro-panels (kernels.h, CVF_CPU_PACK_BF16_TILES): element (i, p) at
+ * ((p / KT) * MR + i) * KT + p % KT of its panel, zero for i >= mc and for p >= kc up to the tile
+ * depth. Bits are copied, nothing rounds.
+ */
+static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                         uint16_t *packed)
+{
+    if (kc == 0) /* empty panels (and no address arithmetic on a view whose data may be NULL) */
+        return;
+    const int64_t mr = plan->mr, kt = CVF_CPU_TILE_DEPTH, depth = cvf_cpu_pack_depth(CVF_CPU_PACK_BF16_TILES, kc);
+    const int64_t rs = a->row_stride, ps = a->col_stride;
+    const uint16_t *base = (const uint16_t *)a->data + i0 * rs + p0 * ps;
+    for (int64_t i = 0; i < mc; i += mr) {
+        uint16_t *panel = packed + (i / mr) * mr * depth;
+        int64_t rows = min64(mr, mc - i);
+        if (ps == 1) { /* rows of A contiguous: 64-byte runs */
+            for (int64_t t = 0; t < depth / kt; t++) {
+                int64_t width = min64(kt, kc - t * kt);
+                for (int64_t r = 0; r < rows; r++) {
+                    uint16_t *d = panel + (t * mr + r) * kt;
+                    memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * (size_t)width);
+                    memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
+                }
+            }
+        } else { /* a transposed view: one column of A (a row of its storage) at a time */
+            for (int64_t p = 0; p < depth; p++) {
+                uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
+                const uint16_t *column = base + i * rs + min64(p, kc - 1) * ps; /* no pointer past A */
+                for (int64_t r = 0; r < rows; r++)
+                    d[r * kt] = p < kc ? column[r * rs] : 0;
+            }
+        }
+        for (int64_t t = 0; t < depth / kt; t++) /* rows past the edge */
+            memset(panel + (t * mr + rows) * kt, 0, sizeof(uint16_t) * (size_t)((mr - rows) * kt));
+    }
+}
+
+/* AMX B micro-panels: the bf16-pair layout, with zero pairs up to the tile depth. */
+static void pack_b_tiles(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                         uint16_t *packed)
+{
+    if (kc == 0)
+        return;
+    const int64_t nr = plan->nr, depth = cvf_cpu_pack_depth(CVF_CPU_PACK_BF16_TILES, kc);
+    const int64_t pairs = ceil_div(kc, 2), panel = nr * depth;
+    const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
+    for (int64_t j = 0; j < nc; j += nr) {
+        uint16_t *dst = packed + (j / nr) * panel;
+        pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc, dst);
+        memset(dst + pairs * nr * 2, 0, sizeof(uint16_t) * (size_t)((depth / 2 - pairs) * nr * 2));
+    }
+}
+
 /* ---- the job ------------------------------------------------------------------------------- */
 
 /* One (jc, pc) pass: the NC-column block and the KC panel of K it covers. */
@@ -596,7 +691,7 @@ typedef struct gemm_job {
 /* Elements of one packed micro-panel (A: MR rows, B: NR columns) for a panel kc deep. */
 static int64_t panel_elements(const gemm_plan *plan, int64_t kc, int64_t width)
 {
-    return width * (plan->kernel->format == CVF_CPU_PACK_BF16 ? round_up(kc, 2) : kc);
+    return width * cvf_cpu_pack_depth(plan->kernel->format, kc);
 }
 
 /* Packs share `task` of the packers' shares of pass's B block (its NR panels, cut evenly). */
@@ -609,7 +704,9 @@ static void pack_b_share(const gemm_job *job, const gemm_pass *pass, int64_t tas
         return;
     int64_t j = first * plan->nr, width = min64(last * plan->nr, pass->nc) - j;
     char *packed = pass->packed_b + (size_t)(first * panel_elements(plan, pass->kc, plan->nr) * plan->elt);
-    if (plan->kernel->format == CVF_CPU_PACK_BF16) {
+    if (plan->kernel->format == CVF_CPU_PACK_BF16_TILES) {
+        pack_b_tiles(plan, job->b, pass->p0, pass->kc, pass->j0 + j, width, (uint16_t *)packed);
+    } else if (plan->kernel->format == CVF_CPU_PACK_BF16) {
         pack_b_bf16(plan, job->b, pass->p0, pass->kc, pass->j0 + j, width, (uint16_t *)packed);
     } else {
         float *run = (float *)(job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread +
@@ -797,7 +894,7 @@ static void compute_wide_tiles(const gemm_job *job, const gemm_pass *pass, int64
 }
 
 /* Compute share `task` of a pass: one MC block of rows against one chunk of the B block's panels. */
-static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
+static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
 {
     const gemm_plan *plan = &job->plan;
     const cvf_cpu_kernel *kernel = plan->kernel;
@@ -814,7 +911,9 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
     thread_layout layout = thread_scratch(plan);
     char *packed_a = scratch + layout.a;
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
-    if (kernel->format == CVF_CPU_PACK_BF16)
+    if (kernel->format == CVF_CPU_PACK_BF16_TILES)
+        pack_a_tiles(plan, job->a, i0, mc, pass->p0, pass->kc, (uint16_t *)packed_a);
+    else if (kernel->format == CVF_CPU_PACK_BF16)
         pack_a_bf16(plan, job->a, i0, mc, pass->p0, pass->kc, (uint16_t *)packed_a);
     else
         pack_a_f32(plan, job->a, i0, mc, pass->p0, pass->kc, (float *)packed_a, (float *)(scratch + layout.run));
@@ -867,6 +966,18 @@ static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t ta
                 finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, pass->j0 + jr, n, aux);
         }
     }
+}
+
+/* compute_share_kernels between the kernel's begin and end hooks (AMX: the tile configuration,
+ * about 200 cycles, once per share rather than per kernel call). */
+static void compute_share(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
+{
+    const cvf_cpu_kernel *kernel = job->plan.kernel;
+    if (kernel->begin)
+        kernel->begin();
+    compute_share_kernels(job, pass, task, thread);
+    if (kernel->end)
+        kernel->end();
 }
 
 /* Task of one pool run: the first pack_tasks tasks pack the next pass's B block, the others
@@ -1029,7 +1140,7 @@ static void slice_task(void *arg, int64_t task, int32_t thread)
     const gemm_job *job = arg;
     const gemm_plan *plan = &job->plan;
     gemm_job slice = *job;
-    int64_t unit = plan->elt == 2 ? 2 : 1; /* bf16 pairs must not straddle slices */
+    int64_t unit = cvf_cpu_pack_depth(plan->kernel->format, 1); /* pairs, tiles: whole units per slice */
     int64_t units = ceil_div(plan->k, unit);
     int64_t p_begin = units * task / plan->splits * unit,
             p_end = min64(units * (task + 1) / plan->splits * unit, plan->k);

@@ -10,8 +10,12 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
-static const char *const isa_names[CVF_CPU_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512_bf16"};
+static const char *const isa_names[CVF_CPU_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512_bf16", "amx"};
 
 const char *cvf_cpu_isa_name(cvf_cpu_isa isa)
 {
@@ -34,10 +38,14 @@ static pthread_once_t levels_once = PTHREAD_ONCE_INIT;
 #define CPUID7_EBX_AVX512BW (1u << 30)
 #define CPUID7_EBX_AVX512VL (1u << 31)
 #define CPUID7_1_EAX_AVX512_BF16 (1u << 5)
+#define CPUID7_EDX_AMX_BF16 (1u << 22)
+#define CPUID7_EDX_AMX_TILE (1u << 24)
 /* XCR0 state components the OS saves on context switches: SSE + YMM upper halves for AVX, and
  * the opmask, ZMM0-15 upper halves and ZMM16-31 for AVX-512. */
 #define XCR0_YMM 0x6u
 #define XCR0_ZMM 0xe0u
+/* and the tile configuration (bit 17) and tile data (bit 18) for AMX */
+#define XCR0_TILE 0x60000u
 
 /* The OS-enabled state components (XCR0), read with XGETBV; only valid when CPUID says OSXSAVE.
  * Raw instruction rather than _xgetbv, which needs -mxsave on the whole file. */
@@ -48,9 +56,25 @@ static uint64_t read_xcr0(void)
     return ((uint64_t)hi << 32) | lo;
 }
 
+/*
+ * Asks Linux for the right to use the AMX tile data in this process (all its threads): without
+ * it, the first tile instruction raises SIGILL (the kernel keeps the 8 KiB tile state out of
+ * every thread's signal frame and context switch unless asked). Process-wide and idempotent.
+ */
+static bool amx_permitted(void)
+{
+#if defined(__linux__) && defined(__x86_64__) && defined(CVF_CPU_AMX_KERNEL)
+    const long arch_req_xcomp_perm = 0x1023, xfeature_xtiledata = 18;
+    return syscall(SYS_arch_prctl, arch_req_xcomp_perm, xfeature_xtiledata) == 0;
+#else
+    return false; /* the request is Linux's (and the kernel needs a compiler with AMX): the level stays off */
+#endif
+}
+
 /* Fills level_ok from CPUID and XCR0 (a level needs both the instructions and the OS's saving of
  * their registers). The levels: avx2 = AVX2 + FMA + F16C; avx512 = avx2 + AVX-512 F/BW/DQ/VL;
- * avx512_bf16 = avx512 + AVX512_BF16. */
+ * avx512_bf16 = avx512 + AVX512_BF16; amx = avx512_bf16 + AMX-TILE + AMX-BF16, the tile state
+ * enabled in XCR0, and the OS's permission to use it (amx_permitted). */
 static void cpu_levels_once(void)
 {
     unsigned a, b, c, d;
@@ -63,7 +87,7 @@ static void cpu_levels_once(void)
     const uint64_t xcr0 = read_xcr0();
     if ((xcr0 & XCR0_YMM) != XCR0_YMM || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
         return;
-    const unsigned ebx7 = b, max_subleaf7 = a;
+    const unsigned ebx7 = b, edx7 = d, max_subleaf7 = a;
     const unsigned avx2_bits = CPUID1_ECX_FMA | CPUID1_ECX_F16C;
     level_ok[CVF_CPU_ISA_AVX2] = (ecx1 & avx2_bits) == avx2_bits && (ebx7 & CPUID7_EBX_AVX2);
     const unsigned avx512_bits = CPUID7_EBX_AVX512F | CPUID7_EBX_AVX512BW | CPUID7_EBX_AVX512DQ | CPUID7_EBX_AVX512VL;
@@ -71,6 +95,9 @@ static void cpu_levels_once(void)
         level_ok[CVF_CPU_ISA_AVX2] && (ebx7 & avx512_bits) == avx512_bits && (xcr0 & XCR0_ZMM) == XCR0_ZMM;
     if (level_ok[CVF_CPU_ISA_AVX512] && max_subleaf7 >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d))
         level_ok[CVF_CPU_ISA_AVX512_BF16] = (a & CPUID7_1_EAX_AVX512_BF16) != 0;
+    const unsigned amx_bits = CPUID7_EDX_AMX_BF16 | CPUID7_EDX_AMX_TILE;
+    level_ok[CVF_CPU_ISA_AMX] = level_ok[CVF_CPU_ISA_AVX512_BF16] && (edx7 & amx_bits) == amx_bits &&
+                                (xcr0 & XCR0_TILE) == XCR0_TILE && amx_permitted();
 }
 #else
 /* Not x86: the portable kernels only. */
@@ -113,7 +140,7 @@ static void decide_isa(void)
             if (strcmp(forced, isa_names[isa]) == 0)
                 match = isa;
         if (match < 0)
-            fprintf(stderr, "cvfuse: CVF_CPU_ISA=%s is not one of generic, avx2, avx512, avx512_bf16; using %s\n",
+            fprintf(stderr, "cvfuse: CVF_CPU_ISA=%s is not one of generic, avx2, avx512, avx512_bf16, amx; using %s\n",
                     forced, isa_names[detected]);
         else if (!cvf_cpu_isa_supported((cvf_cpu_isa)match))
             fprintf(stderr, "cvfuse: CVF_CPU_ISA=%s is not supported by this CPU; using %s\n", forced,

@@ -1,7 +1,7 @@
 /*
  * CPU instruction-set levels: detected once at run time, forced with CVF_CPU_ISA, logged with
  * CVF_DEBUG. Every kernel variant (micro-kernels, vector epilogue, conversions) is chosen by the
- * active level, so a test run with CVF_CPU_ISA=generic|avx2|avx512|avx512_bf16 exercises that
+ * active level, so a test run with CVF_CPU_ISA=generic|avx2|avx512|avx512_bf16|amx exercises that
  * variant on any CPU that has it.
  */
 #ifndef CVF_CPU_ISA_H
@@ -14,11 +14,13 @@ typedef enum cvf_cpu_isa {
     CVF_CPU_ISA_AVX2,        /* AVX2 + FMA + F16C */
     CVF_CPU_ISA_AVX512,      /* AVX-512 F/BW/DQ/VL + FMA + F16C */
     CVF_CPU_ISA_AVX512_BF16, /* AVX512 plus avx512_bf16 (vdpbf16ps for bf16 x bf16 products) */
+    CVF_CPU_ISA_AMX,         /* AVX512_BF16 plus AMX-TILE + AMX-BF16 (tdpbf16ps tiles for bf16 x bf16), with the
+                              * OS's permission for the tile data (Linux: arch_prctl ARCH_REQ_XCOMP_PERM) */
     CVF_CPU_ISA_COUNT
 } cvf_cpu_isa;
 
 /* The level every CPU kernel uses in this process: the best the CPU supports, or the one named
- * by the environment variable CVF_CPU_ISA (generic, avx2, avx512, avx512_bf16) when the CPU
+ * by the environment variable CVF_CPU_ISA (generic, avx2, avx512, avx512_bf16, amx) when the CPU
  * supports it; an unsupported or unknown name falls back to the detected level with a warning on
  * stderr. Decided once, on the first call; CVF_DEBUG=1 logs the decision on stderr. */
 cvf_cpu_isa cvf_cpu_isa_active(void);
@@ -26,7 +28,7 @@ cvf_cpu_isa cvf_cpu_isa_active(void);
 /* True when this CPU (and OS) can run code of the given level. */
 bool cvf_cpu_isa_supported(cvf_cpu_isa isa);
 
-/* "generic", "avx2", "avx512", "avx512_bf16". */
+/* "generic", "avx2", "avx512", "avx512_bf16", "amx". */
 const char *cvf_cpu_isa_name(cvf_cpu_isa isa);
 
 #endif /* CVF_CPU_ISA_H */

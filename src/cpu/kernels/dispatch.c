@@ -51,6 +51,20 @@ static const cvf_cpu_kernel bf16_avx512 = {
 };
 #endif
 
+#if defined(__x86_64__) && defined(CVF_CPU_AMX_KERNEL)
+/* AMX kernel (tdpbf16ps on tiles) for bf16 x bf16 products: the tiles are configured per thread. */
+static const cvf_cpu_kernel bf16_amx = {
+    .name = "amx bf16 32x32",
+    .isa = CVF_CPU_ISA_AMX,
+    .mr = CVF_CPU_BF16_AMX_MR,
+    .nr = CVF_CPU_BF16_AMX_NR,
+    .format = CVF_CPU_PACK_BF16_TILES,
+    .run = cvf_cpu_kernel_bf16_amx,
+    .begin = cvf_cpu_kernel_bf16_amx_begin,
+    .end = cvf_cpu_kernel_bf16_amx_end,
+};
+#endif
+
 /* See kernels.h; NULL only for a level outside the enum (or an x86 level on another target). */
 const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b)
 {
@@ -61,6 +75,9 @@ const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype
     case CVF_CPU_ISA_AVX2: return &f32_avx2;
     case CVF_CPU_ISA_AVX512: return &f32_avx512;
     case CVF_CPU_ISA_AVX512_BF16: return bf16_pair ? &bf16_avx512 : &f32_avx512;
+#endif
+#if defined(__x86_64__) && defined(CVF_CPU_AMX_KERNEL)
+    case CVF_CPU_ISA_AMX: return bf16_pair ? &bf16_amx : &f32_avx512;
 #endif
     default: (void)bf16_pair; return NULL;
     }

@@ -17,6 +17,16 @@
  *   CVF_CPU_PACK_BF16: uint16_t;  A: ((p / 2) * MR + i) * 2 + p % 2  B: ((p / 2) * NR + j) * 2 + p % 2
  *     (bf16 pairs along k, as vdpbf16ps reads them; a micro-panel holds ceil(kc / 2) pairs and
  *      the second element of the last pair is zero when kc is odd)
+ *   CVF_CPU_PACK_BF16_TILES: uint16_t, kc rounded up to KT = 32 with zeros (one AMX tile's depth);
+ *                      A: ((p / KT) * MR + i) * KT + p % KT  (each KT-deep block: MR rows of 64 bytes,
+ *                                                            the rows of an AMX A tile)
+ *                      B: as CVF_CPU_PACK_BF16 with ceil(kc / KT) * KT / 2 pairs (VNNI pairs: the rows of an
+ *                         AMX B tile are 16 pairs of a 16-column slice, NR * 4 bytes apart)
+ * cvf_cpu_pack_depth gives the packed depth of a panel kc deep.
+ *
+ * Kernels with per-thread state (AMX's tile configuration) have begin and end hooks: a thread
+ * calls begin before its first run of the kernel in a stretch of work and end after its last, with
+ * nothing else in between that could use that state.
  */
 #ifndef CVF_CPU_KERNELS_H
 #define CVF_CPU_KERNELS_H
@@ -30,7 +40,17 @@
 #define CVF_CPU_MR_MAX 32
 #define CVF_CPU_NR_MAX 64
 
-typedef enum cvf_cpu_pack_format { CVF_CPU_PACK_F32, CVF_CPU_PACK_BF16 } cvf_cpu_pack_format;
+typedef enum cvf_cpu_pack_format { CVF_CPU_PACK_F32, CVF_CPU_PACK_BF16, CVF_CPU_PACK_BF16_TILES } cvf_cpu_pack_format;
+
+/* The depth of the AMX tiles of CVF_CPU_PACK_BF16_TILES (32 bf16 values: one 64-byte tile row). */
+#define CVF_CPU_TILE_DEPTH 32
+
+/* The k extent of a packed panel kc deep: kc (F32), kc rounded up to pairs (BF16) or to tiles. */
+static inline int64_t cvf_cpu_pack_depth(cvf_cpu_pack_format format, int64_t kc)
+{
+    int64_t unit = format == CVF_CPU_PACK_BF16_TILES ? CVF_CPU_TILE_DEPTH : format == CVF_CPU_PACK_BF16 ? 2 : 1;
+    return (kc + unit - 1) / unit * unit;
+}
 
 typedef void (*cvf_cpu_kernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                   int accumulate);
@@ -90,11 +110,14 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
     cvf_cpu_direct_fn direct;          /* unpacked tiles for tiny products, or NULL */
+    void (*begin)(void);               /* prepares this thread's state for run (see above), or NULL */
+    void (*end)(void);                 /* releases it, or NULL */
 } cvf_cpu_kernel;
 
-/* The kernel for products of A and B of these dtypes at this level: the bf16 kernel when isa is
- * AVX512_BF16 and both are bf16, else the level's fp32 kernel (16-bit inputs are converted to fp32
- * while packing). Never NULL for a level cvf_cpu_isa_supported accepts. */
+/* The kernel for products of A and B of these dtypes at this level: when both are bf16, the AMX
+ * kernel at the AMX level and the vdpbf16ps kernel at AVX512_BF16; else the level's fp32 kernel
+ * (16-bit inputs are converted to fp32 while packing). Never NULL for a level cvf_cpu_isa_supported
+ * accepts. */
 const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b);
 
 /* The micro-kernels behind cvf_cpu_kernel_for (each follows the contract above with its own MR x NR;
@@ -108,6 +131,8 @@ const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype
 #define CVF_CPU_F32_AVX512_NR 32
 #define CVF_CPU_BF16_AVX512_MR 14
 #define CVF_CPU_BF16_AVX512_NR 32
+#define CVF_CPU_BF16_AMX_MR 32
+#define CVF_CPU_BF16_AMX_NR 32
 void cvf_cpu_kernel_f32_generic(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                 int accumulate);
 #if defined(__x86_64__) || defined(__i386__)
@@ -126,6 +151,10 @@ void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, c
                                      int64_t m, int64_t n);
 void cvf_cpu_kernel_bf16_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                 int accumulate);
+void cvf_cpu_kernel_bf16_amx(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
+                             int accumulate);
+void cvf_cpu_kernel_bf16_amx_begin(void);
+void cvf_cpu_kernel_bf16_amx_end(void);
 #endif
 
 #endif /* CVF_CPU_KERNELS_H */
