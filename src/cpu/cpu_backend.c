@@ -1,10 +1,19 @@
 /* The CPU backend table: fp32 accumulation on the context's thread pool. */
 #include "cpu/cpu.h"
+#include "cpu/isa.h"
 
 /* The CPU reads and writes f32, f16 and bf16, in any mix; f64 belongs to the reference device. */
 static bool cpu_supports_dtype(cvf_dtype dtype)
 {
     return dtype == CVF_F32 || dtype == CVF_F16 || dtype == CVF_BF16;
+}
+
+/* grad_fc1_output stays fp32, except for bf16 tensors at the AMX level: there it is kept in bf16 (as
+ * the CUDA backend and PyTorch keep it) so that the two GEMMs reading it run on the AMX tiles too;
+ * an fp32 operand would send them to the AVX-512 fp32 kernel, ~6x slower. */
+static cvf_dtype cpu_mlp_intermediate_dtype(cvf_dtype storage)
+{
+    return storage == CVF_BF16 && cvf_cpu_isa_active() == CVF_CPU_ISA_AMX ? CVF_BF16 : CVF_F32;
 }
 
 const cvf_backend cvf_cpu_backend = {
@@ -17,4 +26,5 @@ const cvf_backend cvf_cpu_backend = {
     .matmul = cvf_cpu_matmul,
     .column_sum_workspace = cvf_cpu_column_sum_workspace,
     .column_sum = cvf_cpu_column_sum,
+    .mlp_intermediate_dtype = cpu_mlp_intermediate_dtype,
 };

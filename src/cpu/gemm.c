@@ -138,6 +138,7 @@ typedef struct gemm_plan {
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
     bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
     bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
+    bool prefetch_next_b;        /* the next B micro-panel is asked for during the calls on this one */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
                                   * (unless A holds subnormals; the rest of the plan is the packed one) */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
@@ -195,6 +196,14 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 #define MIN_BLOCK_ROWS 192
 
 /*
+ * The deepest K panel of the AMX kernel. Its 2 x 2 tiles need 4 KB of operands per 64 cycles of
+ * tdpbf16ps, more than L1 can hold for long: the A and B micro-panels stream from L2 whatever KC
+ * is, so KC is chosen to spare the fp32 block instead: one pass up to K = 2048 (2048^3 on one thread:
+ * 24.4 ms with KC 2048, 26.4 with 1024, 29.7 with 512; CPU time, PERF.md issue 15).
+ */
+#define AMX_KC_MAX 2048
+
+/*
  * Chooses block sizes for the kernel and the caches:
  *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic (but
  *       a K whose micro-panel fits in 3/4 of L1 runs as one pass: no fp32 block, and the tile
@@ -213,6 +222,8 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     int64_t forced_kc = cfg->forced.kc, forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
     if (forced_kc > 0)
         kc = forced_kc;
+    else if (plan->kernel->format == CVF_CPU_PACK_BF16_TILES)
+        kc = ceil_div(max64(plan->k, 1), ceil_div(max64(plan->k, 1), AMX_KC_MAX)); /* equal passes, <= AMX_KC_MAX */
     else if (plan->k * plan->nr * plan->elt <= caches->l1 * 3 / 4) /* one pass: no fp32 block */
         kc = max64(plan->k, 1);
     else if (!plain && plan->k * plan->nr * plan->elt <= caches->l1 * 2)
@@ -334,6 +345,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
      * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
     plan.direct_c = plan.multi_pass && plan.splits == 1 && plain;
+    plan.prefetch_next_b = cvf_cpu_pack_depth(plan.kernel->format, plan.kc) * plan.nr * plan.elt <= cfg->caches.l1;
     plan.acc_ld = plan.nc + 16;
     plan.acc_stride =
         plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
@@ -580,6 +592,30 @@ static void pack_pairs(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows
             dst[(q * w + r) * 2] = dst[(q * w + r) * 2 + 1] = 0;
 }
 
+/*
+ * The bf16-pair micro-panels of a row-major block (rows p of kc, columns j < nc contiguous, rows
+ * ps apart), as pack_pairs would make them one panel at a time: panel j / w at dst + (j / w) *
+ * panel_stride. Each pair of source rows is read once, along its whole length, and dealt out to
+ * the panels (one panel at a time read 64 bytes from each row, a cache miss per row, 4 KB apart).
+ */
+static void pack_pair_rows(const uint16_t *src, int64_t ps, int64_t nc, int64_t w, int64_t kc, uint16_t *dst,
+                           int64_t panel_stride)
+{
+    static const uint16_t zeros[CVF_CPU_NR_MAX] = {0};
+    int64_t pairs = ceil_div(kc, 2), edge = nc % w;
+    for (int64_t q = 0; q < pairs; q++) {
+        const uint16_t *even = src + 2 * q * ps;
+        bool has_odd = 2 * q + 1 < kc;
+        for (int64_t j = 0; j < nc; j += w) {
+            uint16_t *d = dst + (j / w) * panel_stride + q * w * 2;
+            int64_t cols = min64(w, nc - j);
+            interleave_lines(even + j, has_odd ? even + ps + j : zeros, cols, d);
+        }
+        if (edge) /* the last panel's columns past nc */
+            memset(dst + (nc / w) * panel_stride + q * w * 2 + edge * 2, 0, sizeof(uint16_t) * (size_t)((w - edge) * 2));
+    }
+}
+
 /* bf16-pair A micro-panels (kernels.h): element (i, p) at ((p / 2) * MR + i) * 2 + p % 2 of its panel. */
 static void pack_a_bf16(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
                         uint16_t *packed)
@@ -601,9 +637,67 @@ static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, 
         return;
     const int64_t nr = plan->nr, panel = nr * round_up(kc, 2);
     const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
+    if (b->col_stride == 1) {
+        pack_pair_rows(base + j0, b->row_stride, nc, nr, kc, packed, panel);
+        return;
+    }
     for (int64_t j = 0; j < nc; j += nr)
         pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc,
                    packed + (j / nr) * panel);
+}
+
+#if defined(__SSE2__)
+/* Transposes the 8 x 8 block of 16-bit values at src (rows ss elements apart) into dst (rows ds
+ * apart): dst[c][r] = src[r][c]. */
+static inline void transpose_8x8(const uint16_t *src, int64_t ss, uint16_t *dst, int64_t ds)
+{
+    __m128i r[8], t[8];
+    for (int k = 0; k < 8; k++)
+        r[k] = _mm_loadu_si128((const __m128i *)(src + k * ss));
+    for (int k = 0; k < 4; k++) { /* pairs of rows: 16-bit interleaves */
+        t[2 * k] = _mm_unpacklo_epi16(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm_unpackhi_epi16(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) { /* quads: 32-bit interleaves */
+        r[4 * k] = _mm_unpacklo_epi32(t[4 * k], t[4 * k + 2]);
+        r[4 * k + 1] = _mm_unpackhi_epi32(t[4 * k], t[4 * k + 2]);
+        r[4 * k + 2] = _mm_unpacklo_epi32(t[4 * k + 1], t[4 * k + 3]);
+        r[4 * k + 3] = _mm_unpackhi_epi32(t[4 * k + 1], t[4 * k + 3]);
+    }
+    for (int k = 0; k < 4; k++) { /* halves: 64-bit interleaves give columns 2k and 2k + 1 */
+        _mm_storeu_si128((__m128i *)(dst + (2 * k) * ds), _mm_unpacklo_epi64(r[k], r[k + 4]));
+        _mm_storeu_si128((__m128i *)(dst + (2 * k + 1) * ds), _mm_unpackhi_epi64(r[k], r[k + 4]));
+    }
+}
+#endif
+
+/*
+ * One AMX A micro-panel from a transposed view: A[r][p] = src[p * ps + r] (r < rows, p < kc, r
+ * contiguous), into panel[((p / KT) * mr + r) * KT + p % KT], zero for p in [kc, depth); rows past
+ * `rows` are the caller's.
+ */
+static void transpose_tiles(const uint16_t *src, int64_t ps, int64_t rows, int64_t kc, int64_t depth, int64_t mr,
+                            uint16_t *panel)
+{
+    const int64_t kt = CVF_CPU_TILE_DEPTH;
+    int64_t p = 0;
+#if defined(__SSE2__)
+    for (; p + 8 <= kc; p += 8) { /* 8 values of K for 8 rows at a time */
+        uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
+        int64_t r = 0;
+        for (; r + 8 <= rows; r += 8)
+            transpose_8x8(src + p * ps + r, ps, d + r * kt, kt);
+        for (; r < rows; r++)
+            for (int64_t u = 0; u < 8; u++)
+                d[r * kt + u] = src[(p + u) * ps + r];
+    }
+#endif
+    for (; p < depth; p++) {
+        uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
+        const uint16_t *column = src + min64(p, kc - 1) * ps; /* no pointer past A */
+        for (int64_t r = 0; r < rows; r++)
+            d[r * kt] = p < kc ? column[r] : 0;
+    }
 }
 
 /*
@@ -631,7 +725,9 @@ static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0,
                     memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
                 }
             }
-        } else { /* a transposed view: one column of A (a row of its storage) at a time */
+        } else if (rs == 1) { /* a transposed view (A^T stored): 8 x 8 transposes, scalar at the edges */
+            transpose_tiles(base + i, ps, rows, kc, depth, mr, panel);
+        } else { /* any other view: one column of A at a time */
             for (int64_t p = 0; p < depth; p++) {
                 uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
                 const uint16_t *column = base + i * rs + min64(p, kc - 1) * ps; /* no pointer past A */
@@ -653,9 +749,12 @@ static void pack_b_tiles(const gemm_plan *plan, const cvf_matrix *b, int64_t p0,
     const int64_t nr = plan->nr, depth = cvf_cpu_pack_depth(CVF_CPU_PACK_BF16_TILES, kc);
     const int64_t pairs = ceil_div(kc, 2), panel = nr * depth;
     const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
+    if (b->col_stride == 1)
+        pack_pair_rows(base + j0, b->row_stride, nc, nr, kc, packed, panel);
     for (int64_t j = 0; j < nc; j += nr) {
         uint16_t *dst = packed + (j / nr) * panel;
-        pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc, dst);
+        if (b->col_stride != 1)
+            pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc, dst);
         memset(dst + pairs * nr * 2, 0, sizeof(uint16_t) * (size_t)((depth / 2 - pairs) * nr * 2));
     }
 }
@@ -929,6 +1028,8 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
     /* the next B micro-panel is asked for into L2 a slice per kernel call, so that the first call
      * on it does not wait for the L3 (the B block is larger than L2) */
     int64_t calls = ceil_div(mc, plan->mr), lines = (int64_t)b_panel / 64, per_call = ceil_div(lines, calls);
+    /* (not the AMX kernel's deep panels, which stream from L2 by design: hundreds of prefetches per
+     * call, as much time as they saved) */
     for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
         int64_t n = min64(plan->nr, pass->nc - jr);
         const char *b = packed_b + (size_t)(jr / plan->nr) * b_panel;
@@ -936,7 +1037,7 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
         for (int64_t ir = 0; ir < mc; ir += plan->mr) {
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
-            if (next_b)
+            if (next_b && plan->prefetch_next_b)
                 for (int64_t l = ir / plan->mr * per_call, end = min64(l + per_call, lines); l < end; l++)
                     __builtin_prefetch(next_b + l * 64, 0, 2);
             if (job->fused_store) {
