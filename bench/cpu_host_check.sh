@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# One device call on a many-core x86 CPU host (issues 15 and 16): lscpu, a Release build with the
+# CLI and its OpenBLAS baseline, the CPU tests at every ISA level the CPU accepts, `cvfuse bench
+# --suite cpu`, the thread-scaling sweep of issue 16 (ours vs OpenBLAS), issue 15's cases beside
+# PyTorch eager (bench/torch_cpu_bench.py), and a summary. Run from the repository root:
+#   bash bench/cpu_host_check.sh                 # logs and results under $OUT (default /tmp/cvfuse-out)
+# Results: $OUT/cpu.jsonl (every JSON row: `cvfuse bench --json-out` rows with "impl":"cvfuse", torch
+# rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
+# "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
+# Knobs:
+#   SKIP="tests suite scaling torch"  groups to leave out
+#   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
+#                                     count of the suite and of issue 15's cases
+#   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
+#   BUILD=build-host                  build directory            SMALL=1          small shapes, few repeats
+#   LEVELS="generic avx2 avx512 avx512_bf16 amx"  CVF_CPU_ISA levels the tests try (rejected ones are skipped)
+# Threads: each run at t threads gets OMP_NUM_THREADS=t and OPENBLAS_NUM_THREADS=t (bench also calls
+# openblas_set_num_threads(t) itself; torch_cpu_bench.py calls torch.set_num_threads(t)).
+# OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset, as `make bench` does (they slow OpenBLAS down).
+set -u
+OUT=${OUT:-/tmp/cvfuse-out}
+JOBS=${JOBS:-16}
+PYTHON=${PYTHON:-python3}
+BUILD=${BUILD:-build-host}
+THREADS_LIST=${THREADS_LIST:-1 2 4 8 16}
+LEVELS=${LEVELS:-generic avx2 avx512 avx512_bf16 amx}
+MANY=${THREADS_LIST##* }
+CLI=$BUILD/cvfuse
+JSONL=$OUT/cpu.jsonl
+mkdir -p "$OUT" "$OUT/rows"
+: > "$JSONL"
+unset OPENBLAS_CORETYPE OPENBLAS_L2_SIZE GOTO_NUM_THREADS
+skip() { case " ${SKIP:-} " in *" $1 "*) return 0 ;; esac; return 1; }
+step() {
+    local name=$1 limit=$2 t0=$SECONDS rc; shift 2; echo "== $name"
+    timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; rc=$?
+    echo "-- $name rc=$rc $((SECONDS - t0))s"
+}
+# rows NAME GROUP ISA [EXTRA]: appends $OUT/rows/NAME.jsonl to cpu.jsonl, each row tagged with its
+# group and level, plus EXTRA (JSON members: ,"impl":"cvfuse" for bench's rows; torch's carry theirs).
+rows() {
+    [ -s "$OUT/rows/$1.jsonl" ] && sed "s/}\$/,\"group\":\"$2\",\"isa\":\"$3\"${4:-}}/" "$OUT/rows/$1.jsonl" >> "$JSONL"
+}
+# bench NAME GROUP THREADS [ARGS...]: cvfuse bench at THREADS threads (CVF_CPU_ISA from the caller's env).
+bench() {
+    local name=$1 group=$2 t=$3; shift 3
+    rm -f "$OUT/rows/$name.jsonl"
+    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t step "$name" 150 "$CLI" bench --threads "$t" "$@" \
+        --json-out "$OUT/rows/$name.jsonl"
+    grep -E "^ +(gemm|matmul-relu|mlp-backward|mlp-forward) " "$OUT/$name.log"
+    rows "$name" "$group" "${CVF_CPU_ISA:-default}" ',"impl":"cvfuse"'
+}
+# torch NAME GROUP THREADS [ARGS...]: bench/torch_cpu_bench.py at THREADS threads.
+torch_bench() {
+    local name=$1 group=$2 t=$3; shift 3
+    rm -f "$OUT/rows/$name.jsonl"
+    OMP_NUM_THREADS=$t OPENBLAS_NUM_THREADS=$t step "$name" 120 "$PYTHON" bench/torch_cpu_bench.py --threads "$t" "$@" \
+        --json-out "$OUT/rows/$name.jsonl"
+    grep -E "^ +(gemm|matmul-relu|mlp-backward|mlp-forward) |Error" "$OUT/$name.log"
+    rows "$name" "$group" default
+}
+
+# ---- the machine and the build ----
+lscpu > "$OUT/lscpu.txt" 2>&1
+nproc > "$OUT/nproc.txt" 2>&1
+echo "nproc $(cat "$OUT/nproc.txt"); $(grep -E '^(Model name|Thread|Core|Socket|NUMA node\(s\))' "$OUT/lscpu.txt" | tr -s ' ' | paste -sd';')"
+grep -o -w -E 'avx512_bf16|amx_bf16|amx_tile|avx512_fp16' "$OUT/lscpu.txt" | sort -u | paste -sd' ' | sed 's/^/flags: /'
+echo "== build"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF -DCVF_BUILD_CLI=ON > "$OUT/build.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$JOBS" >> "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+echo "-- build ${SECONDS}s"
+grep -E "cvfuse: (bench baseline|OpenBLAS not found)" "$OUT/build.log" | tail -1
+CVF_DEBUG=1 "$CLI" gemm --m 8 --n 8 --k 8 2>&1 >/dev/null | grep "cpu isa" | sed 's/^/default level: /'
+
+if [ -n "${SMALL:-}" ]; then # a quick end-to-end run on a small machine
+    SUITE_REP="--repeat 2 --warmup 1"; MM=256; S=256; H=128; I=512; S15=256
+else
+    SUITE_REP="--repeat 10 --warmup 2"; MM=4096; S=8192; H=768; I=3072; S15=2048
+fi
+
+# ---- tests: every CPU level, in parallel (they check correctness, not speed) ----
+if ! skip tests; then
+    levels=""
+    for isa in $LEVELS; do
+        # the library logs the level it took under CVF_DEBUG: a level it rejects (unknown name, or
+        # not supported by this CPU) falls back to the detected one with a warning
+        CVF_DEBUG=1 CVF_CPU_ISA=$isa "$CLI" gemm --m 8 --n 8 --k 8 > "$OUT/isa_$isa.txt" 2>&1
+        if grep -q "^cvfuse: cpu isa $isa " "$OUT/isa_$isa.txt"; then
+            levels="$levels $isa"
+        else
+            echo "SKIP level $isa: $(grep -v '^cvfuse: cpu isa' "$OUT/isa_$isa.txt" | head -1)"
+        fi
+    done
+    t0=$SECONDS
+    echo "== tests at levels:$levels (in parallel)"
+    for isa in $levels; do
+        for t in test_ops test_kernels test_vec; do
+            (CVF_CPU_ISA=$isa timeout 240 "$BUILD/tests/$t" > "$OUT/${t}_$isa.log" 2>&1; echo "rc=$?" >> "$OUT/${t}_$isa.log") &
+        done
+    done
+    (timeout 240 "$BUILD/tests/test_errors" > "$OUT/test_errors.log" 2>&1; echo "rc=$?" >> "$OUT/test_errors.log") &
+    wait
+    echo "-- tests $((SECONDS - t0))s (rc=124: timed out; rc=77: skipped)"
+    for f in "$OUT"/test_*.log; do
+        printf '%-26s %-6s %s\n' "$(basename "$f" .log)" "$(tail -1 "$f")" "$(grep -E '^test_[a-z]+: ' "$f" | tail -1)$(grep -m1 FAIL "$f" | head -c 200)"
+    done
+fi
+
+# ---- cvfuse bench --suite cpu (ours vs OpenBLAS) ----
+if ! skip suite; then
+    for t in $(echo 2 "$MANY" | tr ' ' '\n' | sort -un); do
+        bench "suite_t$t" suite "$t" --suite cpu $SUITE_REP
+    done
+    CVF_CPU_ISA=avx2 bench suite_avx2_t2 suite 2 --suite cpu $SUITE_REP
+fi
+
+# ---- issue 16: thread scaling, ours vs OpenBLAS (fewer repeats where a call is long) ----
+if ! skip scaling; then
+    for t in $THREADS_LIST; do
+        rep="--repeat 10 --warmup 1"
+        [ "$t" -le 2 ] && rep="--repeat 5 --warmup 1"
+        [ "$t" -le 1 ] && rep="--repeat 3 --warmup 1"
+        bench "scaling_gemm_t$t" scaling "$t" --op gemm --dtype f32 --m $MM --n $MM --k $MM $rep
+        bench "scaling_mmrelu_t$t" scaling "$t" --op matmul-relu --dtype f16 --m $MM --n $MM --k $MM $rep
+        bench "scaling_mlpbw_t$t" scaling "$t" --op mlp-backward --dtype f32 --S $S --H $H --I $I $rep
+    done
+fi
+
+# ---- issue 15: ours and PyTorch eager side by side, then torch on the suite's cases ----
+if ! skip torch; then
+    "$PYTHON" -c "import torch; print(torch.__version__); print(torch.__config__.show()); print(torch.__config__.parallel_info())" \
+        > "$OUT/torch_config.txt" 2>&1 || echo "no torch for $PYTHON: $(tail -1 "$OUT/torch_config.txt")"
+    head -1 "$OUT/torch_config.txt" | sed 's/^/torch /'
+    for t in $(echo "$MANY" 2 | tr ' ' '\n' | awk '!seen[$0]++'); do
+        bench "i15_mmrelu_t$t" issue15 "$t" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 $SUITE_REP
+        torch_bench "torch_mmrelu_t$t" issue15 "$t" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 $SUITE_REP
+    done
+    for dt in f32 bf16; do
+        bench "i15_mlpbw_${dt}_t$MANY" issue15 "$MANY" --op mlp-backward --dtype $dt --S $S15 --H 768 --I 3072 $SUITE_REP
+        torch_bench "torch_mlpbw_${dt}_t$MANY" issue15 "$MANY" --op mlp-backward --dtype $dt --S $S15 --H 768 --I 3072 $SUITE_REP
+    done
+    if ! skip suite; then
+        for t in $(echo 2 "$MANY" | tr ' ' '\n' | sort -un); do
+            torch_bench "torch_suite_t$t" suite "$t" --suite cpu $SUITE_REP
+        done
+    fi
+fi
+
+# ---- summary: ours / OpenBLAS and ours / torch per case ----
+"$PYTHON" - "$JSONL" > "$OUT/summary.txt" 2>&1 << 'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+def key(r):
+    return (r["op"], r["dtype"], " ".join("%s=%s" % kv for kv in r["shape"].items()), r["threads"])
+torch = {key(r): r for r in rows if r["impl"] == "torch"}
+fmt = "%-8s %-12s %-5s %-22s %3s %-11s %9s %8s %9s %7s %9s %7s"
+print(fmt % ("group", "op", "dtype", "shape", "thr", "isa", "ours ms", "GFLOP/s", "blas ms", "o/blas", "torch ms", "o/torch"))
+num = lambda x, f="%.3f": f % x if x is not None else "-"
+for r in rows:
+    if r["impl"] != "cvfuse":
+        continue
+    t = torch.get(key(r)) if r["isa"] == "default" else None
+    print(fmt % (r["group"], r["op"], r["dtype"], key(r)[2], r["threads"], r["isa"], num(r["ms"]), num(r["gflops"], "%.0f"),
+                 num(r.get("baseline_ms")), num(r.get("ratio")), num(t and t["ms"]), num(t and r["ms"] / t["ms"])))
+print("ratios < 1: ours faster. torch rows without a cvfuse row at the same threads:",
+      sum(1 for k in torch if not any(key(r) == k for r in rows if r["impl"] == "cvfuse")))
+EOF
+cat "$OUT/summary.txt"
+echo "-- total ${SECONDS}s"
