@@ -151,6 +151,8 @@ static cvf_status check_tp(cvf_context *ctx, const cvf_tensor_parallel *tp, bool
     if (!tp->nccl_comm)
         return status;
     if (!ctx->backend->tp_check_comm) {
+        if (status != CVF_STATUS_SUCCESS)
+            return status;
         if (ctx->device == CVF_DEVICE_CUDA)
             return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED,
                             "args.tp.nccl_comm: this cvfuse was built without NCCL (CVF_NCCL): leave nccl_comm NULL "
