@@ -66,8 +66,16 @@ typedef enum cvf_status {
     CVF_STATUS_UNSUPPORTED = 7,        /* valid request this device cannot run (e.g. dtype mix) */
     CVF_STATUS_OUT_OF_MEMORY = 8,      /* a workspace or thread could not be allocated */
     CVF_STATUS_INTERNAL_ERROR = 9,     /* a bug in cvfuse: please report it */
-    CVF_STATUS_WORKSPACE_TOO_SMALL = 10 /* the caller's workspace (cvf_context_set_workspace) is smaller
+    CVF_STATUS_WORKSPACE_TOO_SMALL = 10, /* the caller's workspace (cvf_context_set_workspace) is smaller
                                            than the call needs; nothing was written */
+    CVF_STATUS_COMMUNICATION_FAILED = 11, /* the NCCL communicator of a tensor-parallel call failed: an NCCL
+                                             error (the message quotes ncclGetErrorString), an asynchronous
+                                             error of the communicator, or the ranks' agreement timed out
+                                             (a peer never made the call). Abort the communicator
+                                             (ncclCommAbort), as after any NCCL error */
+    CVF_STATUS_PEER_FAILED = 12 /* another rank of a tensor-parallel call rejected its arguments, or the
+                                   ranks disagree on the shape, dtype, layout or GELU: this rank's own
+                                   arguments were valid, nothing was written on any rank */
 } cvf_status;
 
 /* Returns a static, human-readable name for a status ("invalid value", ...). Never NULL. */
@@ -304,6 +312,64 @@ typedef enum cvf_gelu {
 } cvf_gelu;
 
 /*
+ * Tensor parallelism (Megatron-style), for cvf_mlp_forward_args.tp and cvf_mlp_backward_args.tp.
+ *
+ * P ranks split the intermediate dimension I: rank r holds the slice of I_r = I / P rows (plus one
+ * for the first I % P ranks: torch.tensor_split's rule, cvf_tensor_parallel_slice) — fc1 is
+ * column-parallel (fc1_weight (I_r x H), fc1_bias (I_r)), fc2 row-parallel (fc2_weight (H x I_r)),
+ * and fc1_output, gelu_output, grad_fc1_* and grad_fc2_weight are the rank's (S x I_r), (I_r x H),
+ * (I_r), (H x I_r) slices. hidden_state, grad_output, fc2_bias and their gradients are replicated
+ * (S x H) / (H) on every rank. The call checks that its I is rank's slice of intermediate
+ * (SHAPE_MISMATCH otherwise). Uneven I (I % P != 0) is handled; a slice may be empty (I < P).
+ *
+ * What the outputs hold:
+ *   forward  output            = sum over ranks of gelu_output_r @ fc2_weight_r^T, + fc2_bias once:
+ *                                rank 0 adds fc2_bias to its partial, the others do not read it.
+ *   backward grad_hidden_state = sum over ranks of grad_fc1_output_r @ fc1_weight_r
+ *            grad_fc2_bias     = grad_output.sum(0) on every rank (grad_output is replicated; no
+ *                                sum over ranks); the other gradients are the rank's own slices.
+ * With nccl_comm NULL ("partial mode", any device) the call stores this rank's partial: the caller
+ * sums output / grad_hidden_state over the ranks itself (e.g. torch.distributed.all_reduce, which is
+ * how the Python layer works with any process group). With nccl_comm set (CUDA only, a library built
+ * with NCCL) the call all-reduces them (sum, in the storage dtype, in place) on the device, so every
+ * rank holds the full result; in the backward that all-reduce runs on its own stream as soon as K2-3
+ * has produced the partial, while the weight gradients K2-1 and K2-2 still compute (docs/DESIGN.md).
+ *
+ * With nccl_comm set, the ranks first agree (a small all-reduce the host waits for) on the
+ * validity of every rank's arguments and on S, H, intermediate, the dtype, the GELU and the
+ * outputs' layouts: a rank that rejects its arguments returns its own status and the others
+ * CVF_STATUS_PEER_FAILED, with nothing written anywhere, instead of hanging in a collective of
+ * mismatched sizes. The wait ends after CVF_NCCL_TIMEOUT_S seconds (environment, default 300) or at
+ * an asynchronous error of the communicator with CVF_STATUS_COMMUNICATION_FAILED. The agreement
+ * makes the call wait for the work queued before it on the stream; flags CVF_TP_SKIP_AGREEMENT
+ * skips it (the caller vouches for the ranks' arguments: no host wait, CUDA-graph capturable).
+ * Every rank must call with the same arguments apart from its slices and rank, on a context of the
+ * communicator's GPU, and the all-reduced output / grad_hidden_state must be dense (row- or
+ * column-major without padding; UNSUPPORTED otherwise).
+ *
+ * A zero-initialised struct (size 0) is an ordinary, unsplit call; every other field must then be 0.
+ */
+#define CVF_TP_SKIP_AGREEMENT 1u /* cvf_tensor_parallel.flags: no agreement step before the all-reduce */
+
+typedef struct cvf_tensor_parallel {
+    int32_t size;         /* P, the ranks the MLP is split over; 0: not split (the default). P = 1 is
+                             allowed (one rank holding everything; with nccl_comm, an identity
+                             all-reduce) */
+    int32_t rank;         /* this rank, 0 <= rank < size */
+    int64_t intermediate; /* I of the whole MLP: the sum of every rank's slice (>= 0) */
+    void *nccl_comm;      /* ncclComm_t of the P ranks (its rank and size must equal rank and size,
+                             its GPU the context's), or NULL: partial mode (see above) */
+    uint32_t flags;       /* CVF_TP_SKIP_AGREEMENT, or 0 */
+} cvf_tensor_parallel;
+
+/* Stores in *offset and *length the rows of the intermediate dimension rank holds when P = size
+ * ranks split intermediate (torch.tensor_split's rule: the first intermediate % size ranks hold one
+ * more). INVALID_VALUE (nothing stored) for size < 1, rank outside [0, size), intermediate < 0 or
+ * a NULL pointer. */
+CVF_API cvf_status cvf_tensor_parallel_slice(int64_t intermediate, int32_t size, int32_t rank, int64_t *offset,
+                                             int64_t *length);
+
+/*
  * Vision-MLP forward, PyTorch layout (Linear(in, out).weight is (out, in)). S tokens, hidden
  * size H, intermediate size I:
  *   fc1_output  = hidden_state @ fc1_weight^T + fc1_bias        (S, I)
@@ -325,6 +391,7 @@ typedef struct cvf_mlp_forward_args {
     cvf_matrix gelu_output; /* (S, I), optional (absent: all zero) */
     cvf_matrix output;      /* (S, H) */
     cvf_gelu gelu;          /* CVF_GELU_TANH (0, the default) or CVF_GELU_ERF */
+    cvf_tensor_parallel tp; /* tensor parallelism (see above); zero: none */
 } cvf_mlp_forward_args;
 
 /* Runs the MLP forward described above. */
@@ -360,6 +427,7 @@ typedef struct cvf_mlp_backward_args {
     cvf_matrix grad_fc2_weight;   /* (H, I) */
     cvf_vector grad_fc2_bias;     /* (H) */
     cvf_gelu gelu;                /* the forward's GELU: CVF_GELU_TANH (0, the default) or CVF_GELU_ERF */
+    cvf_tensor_parallel tp;       /* tensor parallelism (see above); zero: none */
 } cvf_mlp_backward_args;
 
 /* Runs the MLP backward described above, following the plan cvf_mlp_backward_plan returns. */
@@ -376,7 +444,8 @@ CVF_API cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_m
 typedef enum cvf_kernel_kind {
     CVF_KERNEL_FUSED_GEMM = 0, /* GEMM with a vector epilogue on its accumulator tile ("cube+vector") */
     CVF_KERNEL_GEMM = 1,       /* plain GEMM, best path, no post-processing */
-    CVF_KERNEL_REDUCTION = 2   /* pure vector work (column sums) */
+    CVF_KERNEL_REDUCTION = 2,  /* pure vector work (column sums) */
+    CVF_KERNEL_ALL_REDUCE = 3  /* a sum over the ranks of a tensor-parallel call (NCCL), in place */
 } cvf_kernel_kind;
 
 #define CVF_PLAN_MAX_CANDIDATES 4
@@ -400,8 +469,9 @@ typedef struct cvf_kernel_info {
     int32_t tile_m, tile_n, tile_k; /* output tile and K step of one work unit */
     int32_t splits;                 /* K slices per output tile, added in a fixed order (1: none) */
     int64_t units;                  /* work units: output tiles x splits */
-    int32_t stream;                 /* 0: the context's stream; 1, 2: side streams forked from it and
-                                       joined into it before the call returns */
+    int32_t stream;                 /* 0: the context's stream; 1, 2 (3: a tensor-parallel all-reduce):
+                                       side streams forked from it and joined into it before the call
+                                       returns */
     const char *choice;             /* how the engine was chosen: "measured", "heuristic", "forced"
                                        (CVF_CUDA_ENGINE), "only" (one eligible engine); "" when the
                                        backend does not choose */

@@ -908,7 +908,7 @@ static cvf_mlp_forward_args forward_args(const mlp_fixture *f, view_kind k)
 {
     cvf_mlp_forward_args a = {mlp_matrix(f, FW_X, k),    mlp_matrix(f, FW_W1, k), mlp_vector(f, FW_B1, k),
                               mlp_matrix(f, FW_W2, k),   mlp_vector(f, FW_B2, k), mlp_matrix(f, FW_FC1, k),
-                              mlp_matrix(f, FW_GELU, k), mlp_matrix(f, FW_Y, k),  CVF_GELU_TANH};
+                              mlp_matrix(f, FW_GELU, k), mlp_matrix(f, FW_Y, k),  CVF_GELU_TANH, {0}};
     return a;
 }
 
@@ -918,7 +918,7 @@ static cvf_mlp_backward_args backward_args(const mlp_fixture *f, view_kind k)
     cvf_mlp_backward_args a = {mlp_matrix(f, BW_GO, k),  mlp_matrix(f, BW_X, k),   mlp_matrix(f, BW_W1, k),
                                mlp_matrix(f, BW_W2, k),  mlp_matrix(f, BW_FC1, k), mlp_matrix(f, BW_GELU, k),
                                mlp_matrix(f, BW_GX, k),  mlp_matrix(f, BW_GW1, k), mlp_vector(f, BW_GB1, k),
-                               mlp_matrix(f, BW_GW2, k), mlp_vector(f, BW_GB2, k), CVF_GELU_TANH};
+                               mlp_matrix(f, BW_GW2, k), mlp_vector(f, BW_GB2, k), CVF_GELU_TANH, {0}};
     return a;
 }
 

@@ -1066,8 +1066,8 @@ static bool is_text(const char *s)
 /* cvf_status_string: every status and out-of-range values give distinct non-empty strings. */
 static void test_status_strings(void)
 {
-    enum { VALID = 10, EXTRA = 3 };
-    const cvf_status extra[EXTRA] = {(cvf_status)10, (cvf_status)99, (cvf_status)-1};
+    enum { VALID = 13, EXTRA = 3 };
+    const cvf_status extra[EXTRA] = {(cvf_status)13, (cvf_status)99, (cvf_status)-1};
     const char *names[VALID];
     for (int s = 0; s < VALID; s++) {
         names[s] = cvf_status_string((cvf_status)s);

@@ -58,6 +58,7 @@ static const char *kind_json_name(cvf_kernel_kind kind)
     case CVF_KERNEL_FUSED_GEMM: return "fused_gemm";
     case CVF_KERNEL_GEMM: return "gemm";
     case CVF_KERNEL_REDUCTION: return "reduction";
+    case CVF_KERNEL_ALL_REDUCE: return "all_reduce";
     }
     return "unknown";
 }

@@ -22,6 +22,7 @@ __all__ = [
     "matmul",
     "mlp_forward",
     "mlp_backward",
+    "tensor_parallel_slice",
     "set_device",
     "get_device",
     "version",
@@ -393,8 +394,31 @@ def matmul(a, b, *, bias=None, activation="none", out=None, device=None):
     return lib.wrap(out)
 
 
+def _tp_args(tensor_parallel):
+    """(size, rank, intermediate) -> the extension's tp_* keywords ({} for None)."""
+    if tensor_parallel is None:
+        return {}
+    try:
+        size, rank, intermediate = (int(v) for v in tensor_parallel)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"cvfuse: tensor_parallel must be (size, rank, intermediate), got {tensor_parallel!r}"
+        ) from None
+    return {"tp_size": size, "tp_rank": rank, "tp_intermediate": intermediate}
+
+
+def tensor_parallel_slice(intermediate, size, rank):
+    """The rows (offset, length) of the intermediate dimension rank holds when size ranks split it:
+    torch.tensor_split's rule (the first intermediate % size ranks hold one more), the only split
+    tensor_parallel= accepts (cvf_tensor_parallel_slice)."""
+    if size < 1 or not 0 <= rank < size or intermediate < 0:
+        raise ValueError(f"cvfuse: no slice for intermediate={intermediate}, size={size}, rank={rank}")
+    base, extra = divmod(intermediate, size)
+    return rank * base + min(rank, extra), base + (1 if rank < extra else 0)
+
+
 def mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, approximate="tanh", save_intermediates=True,
-                device=None):
+                device=None, tensor_parallel=None):
     """The vision MLP's forward in PyTorch layout (Linear(in, out).weight is (out, in)):
 
         fc1_output  = x @ fc1_weight^T + fc1_bias          (..., I)
@@ -405,8 +429,15 @@ def mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, approximate="t
     "tanh" or "none" (the exact erf GELU), as in torch.nn.functional.gelu. Returns
     (output, fc1_output, gelu_output); with save_intermediates=False (inference) the last two are
     None and are not stored.
+
+    tensor_parallel=(size, rank, intermediate): this rank's part of a Megatron-style split over size
+    ranks of the whole MLP's intermediate dimension (see tensor_parallel_slice): fc1_weight,
+    fc1_bias and fc2_weight are the rank's slices ((I_r, H), (I_r,), (H, I_r)); fc1_output and
+    gelu_output are its (..., I_r) slices; output is its partial sum, with fc2_bias added by rank 0
+    only: sum output over the ranks (e.g. torch.distributed.all_reduce) for the MLP's output.
     """
     gelu = _gelu(approximate)
+    tp = _tp_args(tensor_parallel)
     lib = _library(x)
     _shape2(x, "x")
     kind, index, device_type = _target(x, device)
@@ -441,6 +472,7 @@ def mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, approximate="t
             stream,
             dl_stream,
             lib.alloc(device_type),
+            **tp,
         )
     if not save_intermediates:
         return lib.wrap(output), None, None
@@ -448,15 +480,20 @@ def mlp_forward(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, approximate="t
 
 
 def mlp_backward(grad_output, x, fc1_weight, fc2_weight, fc1_output, gelu_output, *, approximate="tanh",
-                 device=None):
+                 device=None, tensor_parallel=None):
     """The vision MLP's backward (one fused cvf_mlp_backward call), given dL/d(output):
 
     returns (grad_x, grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias), with the
     shapes (and dtypes) of x, fc1_weight, (I,), fc2_weight, (H,). grad_output, x, fc1_output and
     gelu_output may have the same leading batch dimensions (..., C). approximate must be the
     forward's.
+
+    tensor_parallel=(size, rank, intermediate): as in mlp_forward; grad_x is then this rank's
+    partial (sum it over the ranks), grad_fc2_bias the full sum on every rank (grad_output is
+    replicated), the other gradients the rank's slices.
     """
     gelu = _gelu(approximate)
+    tp = _tp_args(tensor_parallel)
     lib = _library(grad_output)
     _shape2(grad_output, "grad_output")
     _shape2(x, "x")
@@ -494,5 +531,6 @@ def mlp_backward(grad_output, x, fc1_weight, fc2_weight, fc1_output, gelu_output
             stream,
             dl_stream,
             lib.alloc(device_type),
+            **tp,
         )
     return tuple(lib.wrap(t) for t in (grad_x, grad_w1, grad_b1, grad_w2, grad_b2))

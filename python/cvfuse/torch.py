@@ -8,6 +8,9 @@
         fc2.weight, fc2.bias), so load_state_dict from a timm Mlp works.
     swap_mlps(model)
         replaces the timm Mlp modules of a model in place (sharing their parameters).
+    tp_mlp(x, fc1_weight_slice, fc1_bias_slice, fc2_weight_slice, fc2_bias, group=None, ...)
+        one rank of a Megatron-style tensor-parallel MLP over a torch.distributed process group
+        (any backend): cvfuse's partial mode, the partial sums all-reduced by torch.distributed.
 
 On CUDA the calls are queued on torch's current stream and their workspace comes from torch's
 caching allocator; nothing synchronises the host. Under torch.autocast the inputs are cast to
@@ -26,7 +29,7 @@ import torch.nn as nn
 
 import cvfuse
 
-__all__ = ["mlp", "FusedMlp", "swap_mlps"]
+__all__ = ["mlp", "tp_mlp", "FusedMlp", "swap_mlps"]
 
 _APPROXIMATE = ("none", "tanh")
 
@@ -98,6 +101,76 @@ def mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate="none"):
         )
         return output
     return _MlpFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate)
+
+
+class _TpMlpFunction(torch.autograd.Function):
+    """One rank of a tensor-parallel MLP: cvfuse's partial mode + torch.distributed.all_reduce."""
+
+    @staticmethod
+    def forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, group, tp):
+        output, fc1_output, gelu_output = cvfuse.mlp_forward(
+            x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate=approximate, tensor_parallel=tp
+        )
+        torch.distributed.all_reduce(output, group=group)  # rank 0's partial carried fc2_bias
+        ctx.save_for_backward(x, fc1_weight, fc2_weight, fc1_output, gelu_output)
+        ctx.approximate, ctx.group, ctx.tp = approximate, group, tp
+        ctx.biases = (fc1_bias is not None, fc2_bias is not None)
+        return output
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_output):
+        x, fc1_weight, fc2_weight, fc1_output, gelu_output = ctx.saved_tensors
+        grad_x, grad_w1, grad_b1, grad_w2, grad_b2 = cvfuse.mlp_backward(
+            grad_output.contiguous(), x, fc1_weight, fc2_weight, fc1_output, gelu_output,
+            approximate=ctx.approximate, tensor_parallel=ctx.tp,
+        )
+        torch.distributed.all_reduce(grad_x, group=ctx.group)  # the partials of grad_x summed
+        return (
+            grad_x,
+            grad_w1,
+            grad_b1 if ctx.biases[0] else None,
+            grad_w2,
+            grad_b2 if ctx.biases[1] else None,  # already the full sum: grad_output is replicated
+            None,
+            None,
+            None,
+        )
+
+
+def tp_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, group=None, intermediate=None, approximate="none"):
+    """One rank's share of a Megatron-style tensor-parallel MLP over a torch.distributed process group.
+
+    Every rank of group (default: the world) calls it with the same x (..., H) and fc2_bias (H,),
+    and its slices of the whole MLP's intermediate dimension I, as cvfuse.tensor_parallel_slice(I,
+    group size, group rank) gives them (torch.tensor_split's rule: e.g. fc1.weight.tensor_split(P)[r]):
+    fc1_weight (I_r, H), fc1_bias (I_r,) or None, fc2_weight (H, I_r). Returns the MLP's full output
+    on every rank. Column-parallel fc1 and row-parallel fc2 run as one fused cvfuse call in partial
+    mode; the partial output (fc2_bias added by rank 0 only) is summed with
+    torch.distributed.all_reduce, and in the backward the partial grad_x likewise. Gradients of the
+    weights are the rank's slices; fc2_bias's is the full one on every rank.
+
+    intermediate: the whole I (the sum of the ranks' slices); None sums them with one extra
+    all_reduce per call. Any backend works (gloo on the CPU, NCCL on GPUs); the library's own NCCL
+    path (the C API's args.tp.nccl_comm, which overlaps the backward's all-reduce with the weight
+    gradients) is not used here: torch.distributed does not hand out its communicator.
+    """
+    if approximate not in _APPROXIMATE:
+        raise ValueError(f"cvfuse.torch.tp_mlp: approximate={approximate!r}: expected 'none' or 'tanh'")
+    dist = torch.distributed
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    if intermediate is None:
+        total = torch.tensor([fc1_weight.shape[0]], dtype=torch.int64, device=x.device)
+        dist.all_reduce(total, group=group)
+        intermediate = int(total.item())
+    dtype = _autocast_dtype(x.device.type)
+    if dtype is not None:
+        x, fc1_weight, fc1_bias, fc2_weight, fc2_bias = (
+            t.to(dtype) if t is not None and t.is_floating_point() else t
+            for t in (x, fc1_weight, fc1_bias, fc2_weight, fc2_bias)
+        )
+    tp = (size, rank, intermediate)
+    return _TpMlpFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, group, tp)
 
 
 def _pair(value):

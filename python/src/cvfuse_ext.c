@@ -393,6 +393,8 @@ static void raise_status(cvf_context *ctx, const char *what, cvf_status status)
     case CVF_STATUS_OUT_OF_MEMORY: type = PyExc_MemoryError; break;
     case CVF_STATUS_INTERNAL_ERROR:
     case CVF_STATUS_WORKSPACE_TOO_SMALL: type = PyExc_RuntimeError; break;
+    case CVF_STATUS_COMMUNICATION_FAILED: type = PyExc_RuntimeError; break;
+    case CVF_STATUS_PEER_FAILED: type = PyExc_RuntimeError; break;
     case CVF_STATUS_NULL_POINTER:
     case CVF_STATUS_INVALID_VALUE:
     case CVF_STATUS_SHAPE_MISMATCH:
@@ -487,18 +489,22 @@ done:
 
 static const char *const kwlist_forward[] = {"ctx",        "x",         "fc1_weight", "fc1_bias", "fc2_weight",
                                              "fc2_bias",   "fc1_output", "gelu_output", "output",  "gelu",
-                                             "stream",     "dl_stream",  "alloc",      NULL};
+                                             "stream",     "dl_stream",  "alloc",      "tp_size", "tp_rank",
+                                             "tp_intermediate", NULL};
 
 /* mlp_forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, fc1_output|None,
- *             gelu_output|None, output, gelu, stream, dl_stream, alloc) */
+ *             gelu_output|None, output, gelu, stream, dl_stream, alloc, tp_size=0, tp_rank=0,
+ *             tp_intermediate=0): tp_* are args.tp (partial mode: no communicator here) */
 static PyObject *py_mlp_forward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
     PyObject *ctx_obj, *x, *w1, *b1, *w2, *b2, *fc1, *gelu_out, *out, *dl_stream, *alloc;
-    int gelu;
+    int gelu, tp_size = 0, tp_rank = 0;
+    long long tp_intermediate = 0;
     unsigned long long stream;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOiKOO", (char **)kwlist_forward, &ctx_obj, &x, &w1, &b1,
-                                     &w2, &b2, &fc1, &gelu_out, &out, &gelu, &stream, &dl_stream, &alloc))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOiKOO|iiL", (char **)kwlist_forward, &ctx_obj, &x, &w1,
+                                     &b1, &w2, &b2, &fc1, &gelu_out, &out, &gelu, &stream, &dl_stream, &alloc, &tp_size,
+                                     &tp_rank, &tp_intermediate))
         return NULL;
     call_state s;
     PyObject *result = NULL;
@@ -507,6 +513,9 @@ static PyObject *py_mlp_forward(PyObject *self, PyObject *args, PyObject *kwargs
     cvf_mlp_forward_args a;
     memset(&a, 0, sizeof a);
     a.gelu = (cvf_gelu)gelu;
+    a.tp.size = tp_size;
+    a.tp.rank = tp_rank;
+    a.tp.intermediate = tp_intermediate;
     if (take_matrix(&s, x, "x", 0, &a.hidden_state) < 0 || take_matrix(&s, w1, "fc1_weight", 0, &a.fc1_weight) < 0 ||
         take_vector(&s, b1, "fc1_bias", 0, &a.fc1_bias) < 0 || take_matrix(&s, w2, "fc2_weight", 0, &a.fc2_weight) < 0 ||
         take_vector(&s, b2, "fc2_bias", 0, &a.fc2_bias) < 0 || take_matrix(&s, out, "output", 1, &a.output) < 0)
@@ -538,18 +547,21 @@ done:
 static const char *const kwlist_backward[] = {
     "ctx",    "grad_output",     "x",              "fc1_weight",      "fc2_weight", "fc1_output", "gelu_output",
     "grad_x", "grad_fc1_weight", "grad_fc1_bias", "grad_fc2_weight", "grad_fc2_bias", "gelu",    "stream",
-    "dl_stream", "alloc", NULL};
+    "dl_stream", "alloc", "tp_size", "tp_rank", "tp_intermediate", NULL};
 
 /* mlp_backward(ctx, grad_output, x, fc1_weight, fc2_weight, fc1_output, gelu_output, grad_x,
- *              grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, gelu, stream, dl_stream, alloc) */
+ *              grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, gelu, stream, dl_stream, alloc,
+ *              tp_size=0, tp_rank=0, tp_intermediate=0) */
 static PyObject *py_mlp_backward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
     PyObject *ctx_obj, *g, *x, *w1, *w2, *fc1, *gelu_out, *gx, *gw1, *gb1, *gw2, *gb2, *dl_stream, *alloc;
-    int gelu;
+    int gelu, tp_size = 0, tp_rank = 0;
+    long long tp_intermediate = 0;
     unsigned long long stream;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOiKOO", (char **)kwlist_backward, &ctx_obj, &g, &x, &w1,
-                                     &w2, &fc1, &gelu_out, &gx, &gw1, &gb1, &gw2, &gb2, &gelu, &stream, &dl_stream, &alloc))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOOOOOOOOOOiKOO|iiL", (char **)kwlist_backward, &ctx_obj, &g, &x,
+                                     &w1, &w2, &fc1, &gelu_out, &gx, &gw1, &gb1, &gw2, &gb2, &gelu, &stream, &dl_stream,
+                                     &alloc, &tp_size, &tp_rank, &tp_intermediate))
         return NULL;
     call_state s;
     PyObject *result = NULL;
@@ -558,6 +570,9 @@ static PyObject *py_mlp_backward(PyObject *self, PyObject *args, PyObject *kwarg
     cvf_mlp_backward_args a;
     memset(&a, 0, sizeof a);
     a.gelu = (cvf_gelu)gelu;
+    a.tp.size = tp_size;
+    a.tp.rank = tp_rank;
+    a.tp.intermediate = tp_intermediate;
     if (take_matrix(&s, g, "grad_output", 0, &a.grad_output) < 0 || take_matrix(&s, x, "x", 0, &a.hidden_state) < 0 ||
         take_matrix(&s, w1, "fc1_weight", 0, &a.fc1_weight) < 0 ||
         take_matrix(&s, w2, "fc2_weight", 0, &a.fc2_weight) < 0 ||

@@ -77,7 +77,19 @@ typedef struct cvf_backend {
      * same time). Optional: NULL runs the steps one after another through matmul / column_sum
      * with one shared scratch. */
     cvf_status (*run_steps)(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
+    /* Tensor parallelism over NCCL (args.tp.nccl_comm). All three NULL: the backend has no
+     * communicator (a tensor-parallel call then runs in partial mode only). */
+    /* Checks a caller's communicator without communicating: its size and rank are tp's, its GPU
+     * is ctx's. INVALID_VALUE for a mismatch, COMMUNICATION_FAILED for an NCCL error. */
+    cvf_status (*tp_check_comm)(cvf_context *ctx, const cvf_tensor_parallel *tp);
+    /* Replaces values[0..count) (count <= CVF_TP_AGREE_MAX) by their element-wise maximum over the
+     * ranks of comm, waiting on the host for the result (with a timeout; COMMUNICATION_FAILED when
+     * it fails or times out). Every rank of comm must call it with the same count. */
+    cvf_status (*tp_agree)(cvf_context *ctx, void *comm, int64_t *values, int count);
+    /* The all-reduce steps (CVF_KERNEL_ALL_REDUCE) run only through run_steps. */
 } cvf_backend;
+
+#define CVF_TP_AGREE_MAX 32 /* values one agreement exchanges */
 
 extern const cvf_backend cvf_cpu_backend;
 extern const cvf_backend cvf_reference_backend;
@@ -176,6 +188,8 @@ typedef enum cvf_step_id {
     CVF_STEP_K2_2,    /* backward: grad_fc1_weight = grad_fc1_output^T @ hidden_state */
     CVF_STEP_K2_3,    /* backward: grad_hidden_state = grad_fc1_output @ fc1_weight */
     CVF_STEP_K3,      /* backward: grad_fc2_bias = grad_output.sum(0) */
+    CVF_STEP_AR_OUTPUT,      /* tensor-parallel forward: output summed over the ranks (NCCL) */
+    CVF_STEP_AR_GRAD_HIDDEN, /* tensor-parallel backward: grad_hidden_state summed over the ranks (NCCL) */
     CVF_STEP_COUNT
 } cvf_step_id;
 
@@ -189,12 +203,25 @@ typedef enum cvf_step_id {
  */
 struct cvf_mlp_step {
     cvf_step_id id;
-    uint32_t needs;
+    uint32_t needs; /* also orders: K2-1 and K2-2 "need" K2-3 when its all-reduce should hide under them */
     cvf_kernel_info info;
-    cvf_matrix a, b, c;
+    cvf_matrix a, b, c; /* an all-reduce (CVF_KERNEL_ALL_REDUCE) sums c over the ranks, in place */
     cvf_epilogue epilogue;
     cvf_vector out;
+    void *comm; /* an all-reduce's ncclComm_t */
 };
+
+/* True for a call split over ranks (tp.size > 0). */
+static inline bool cvf_tp_split(const cvf_tensor_parallel *tp)
+{
+    return tp->size > 0;
+}
+
+/* True when this rank adds fc2_bias in a forward (unsplit, or rank 0 of a split call). */
+static inline bool cvf_tp_adds_fc2_bias(const cvf_tensor_parallel *tp)
+{
+    return tp->size <= 0 || tp->rank == 0;
+}
 
 /* Fills steps[] (at most CVF_PLAN_MAX_KERNELS) for a validated backward call whose
  * grad_fc1_output lives in *grad_fc1_output; returns how many. Pointers in the steps' epilogues

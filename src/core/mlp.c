@@ -3,6 +3,7 @@
  * own implementation or the core's composition of fused GEMMs (the plan of mlp_plan.c).
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "core/internal.h"
 
@@ -98,8 +99,163 @@ static cvf_status check_gelu(cvf_context *ctx, cvf_gelu gelu)
     return CVF_STATUS_SUCCESS;
 }
 
-/* Validates a forward call (absent optional outputs skipped). */
-static cvf_status validate_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
+/* ---- tensor parallelism ---------------------------------------------------------------- */
+
+cvf_status cvf_tensor_parallel_slice(int64_t intermediate, int32_t size, int32_t rank, int64_t *offset,
+                                     int64_t *length)
+{
+    if (!offset || !length || size < 1 || rank < 0 || rank >= size || intermediate < 0)
+        return CVF_STATUS_INVALID_VALUE;
+    int64_t base = intermediate / size, extra = intermediate % size;
+    *length = base + (rank < extra ? 1 : 0);
+    *offset = rank * base + (rank < extra ? rank : extra);
+    return CVF_STATUS_SUCCESS;
+}
+
+/* How a dense matrix orders its elements: 1 row-major, 2 column-major (1 when both hold: a single
+ * row or column), 0 not dense (padding, broadcast, or another order). */
+static int dense_order(const cvf_matrix *m)
+{
+    if ((m->rows <= 1 || m->row_stride == m->cols) && (m->cols <= 1 || m->col_stride == 1))
+        return 1;
+    if ((m->rows <= 1 || m->row_stride == 1) && (m->cols <= 1 || m->col_stride == m->rows))
+        return 2;
+    return 0;
+}
+
+/* Checks args.tp's own fields and its communicator (before the views). *agree is set when the
+ * ranks will run the agreement: a communicator is given, the backend can use it and the caller did
+ * not skip it. The agreement runs even after a failed check, so that a rank that rejects its call
+ * still tells the others (and they do not wait in a collective it never joins). */
+static cvf_status check_tp(cvf_context *ctx, const cvf_tensor_parallel *tp, bool *agree)
+{
+    *agree = false;
+    cvf_status status = CVF_STATUS_SUCCESS;
+    if (tp->size < 0)
+        status = cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "args.tp.size: %d, expected >= 0 (0: not split)",
+                          (int)tp->size);
+    else if (!cvf_tp_split(tp) && (tp->rank || tp->intermediate || tp->nccl_comm || tp->flags))
+        status = cvf_fail(ctx, CVF_STATUS_INVALID_VALUE,
+                          "args.tp: size 0 (not split) with rank %d, intermediate %lld, nccl_comm %p, flags %u "
+                          "(all must be 0 when size is 0)",
+                          (int)tp->rank, (long long)tp->intermediate, tp->nccl_comm, (unsigned)tp->flags);
+    else if (cvf_tp_split(tp) && (tp->rank < 0 || tp->rank >= tp->size))
+        status = cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "args.tp.rank: %d, expected 0 <= rank < size = %d",
+                          (int)tp->rank, (int)tp->size);
+    else if (tp->intermediate < 0)
+        status = cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "args.tp.intermediate: %lld, expected >= 0",
+                          (long long)tp->intermediate);
+    else if (tp->flags & ~CVF_TP_SKIP_AGREEMENT)
+        status = cvf_fail(ctx, CVF_STATUS_INVALID_VALUE, "args.tp.flags: 0x%x has bits no CVF_TP_* flag names",
+                          (unsigned)tp->flags);
+    if (!tp->nccl_comm)
+        return status;
+    if (!ctx->backend->tp_check_comm) {
+        if (status != CVF_STATUS_SUCCESS)
+            return status;
+        if (ctx->device == CVF_DEVICE_CUDA)
+            return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED,
+                            "args.tp.nccl_comm: this cvfuse was built without NCCL (CVF_NCCL): leave nccl_comm NULL "
+                            "(partial mode) and sum output / grad_hidden_state over the ranks yourself");
+        return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED,
+                        "args.tp.nccl_comm: the %s device cannot communicate (NCCL is for CUDA contexts): leave "
+                        "nccl_comm NULL (partial mode) and sum output / grad_hidden_state over the ranks yourself",
+                        cvf_device_name(ctx->device));
+    }
+    *agree = !(tp->flags & CVF_TP_SKIP_AGREEMENT);
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    status = ctx->backend->tp_check_comm(ctx, tp);
+    if (status == CVF_STATUS_COMMUNICATION_FAILED)
+        *agree = false; /* a broken communicator cannot carry the agreement */
+    return status;
+}
+
+/* Checks the rank's slice against tp (I is the call's intermediate size) and that the matrix the
+ * call all-reduces (when it has a communicator) is dense. */
+static cvf_status check_tp_shapes(cvf_context *ctx, const cvf_tensor_parallel *tp, int64_t I,
+                                  const cvf_matrix *reduced, const char *reduced_name)
+{
+    int64_t offset = 0, length = 0;
+    if (!cvf_tp_split(tp) || cvf_tensor_parallel_slice(tp->intermediate, tp->size, tp->rank, &offset, &length))
+        return CVF_STATUS_SUCCESS;
+    if (I != length)
+        return cvf_fail(ctx, CVF_STATUS_SHAPE_MISMATCH,
+                        "args.tp: this rank (%d of %d) holds I = %lld rows of the intermediate dimension, expected its "
+                        "slice of tp.intermediate = %lld: %lld (rows %lld..%lld; torch.tensor_split's rule, see "
+                        "cvf_tensor_parallel_slice)",
+                        (int)tp->rank, (int)tp->size, (long long)I, (long long)tp->intermediate, (long long)length,
+                        (long long)offset, (long long)(offset + length - 1));
+    if (tp->nccl_comm && dense_order(reduced) == 0)
+        return cvf_fail(ctx, CVF_STATUS_UNSUPPORTED,
+                        "%s: the all-reduce over the ranks needs a dense view (row- or column-major without padding), "
+                        "got strides (row %lld, col %lld) for (%lld x %lld)",
+                        reduced_name, (long long)reduced->row_stride, (long long)reduced->col_stride,
+                        (long long)reduced->rows, (long long)reduced->cols);
+    return CVF_STATUS_SUCCESS;
+}
+
+/* What the ranks of a call must agree on (besides every rank's arguments being valid). */
+enum { TP_FACT_OP, TP_FACT_S, TP_FACT_H, TP_FACT_I, TP_FACT_SIZE, TP_FACT_DTYPE, TP_FACT_ORDER, TP_FACT_GELU,
+       TP_FACT_COUNT };
+static const char *const tp_fact_names[TP_FACT_COUNT] = {
+    "the operation (1 forward, 2 backward)", "S (tokens)", "H (hidden)", "tp.intermediate", "tp.size",
+    "the dtype of the all-reduced output", "the layout of the all-reduced output (1 row-, 2 column-major)",
+    "the GELU"};
+
+/* The agreement of the ranks of tp.nccl_comm on this call: local is this rank's status so far.
+ * Returns local when it failed (its message kept), COMMUNICATION_FAILED when the exchange fails,
+ * PEER_FAILED when another rank failed or the ranks' facts differ, else SUCCESS. */
+static cvf_status agree_ranks(cvf_context *ctx, const cvf_tensor_parallel *tp, cvf_status local,
+                              const int64_t facts[TP_FACT_COUNT])
+{
+    int64_t v[1 + 2 * TP_FACT_COUNT];
+    v[0] = local != CVF_STATUS_SUCCESS;
+    for (int i = 0; i < TP_FACT_COUNT; i++) {
+        v[1 + 2 * i] = v[0] ? 0 : facts[i];
+        v[2 + 2 * i] = -v[1 + 2 * i];
+    }
+    char saved[CVF_MESSAGE_SIZE];
+    memcpy(saved, ctx->message, sizeof saved);
+    cvf_status status = ctx->backend->tp_agree(ctx, tp->nccl_comm, v, 1 + 2 * TP_FACT_COUNT);
+    if (local != CVF_STATUS_SUCCESS) {
+        memcpy(ctx->message, saved, sizeof saved);
+        return local;
+    }
+    if (status != CVF_STATUS_SUCCESS)
+        return status;
+    if (v[0])
+        return cvf_fail(ctx, CVF_STATUS_PEER_FAILED,
+                        "args.tp: another rank of the communicator rejected its arguments (its own status and message "
+                        "say why); nothing was written on any rank");
+    for (int i = 0; i < TP_FACT_COUNT; i++)
+        if (v[1 + 2 * i] != -v[2 + 2 * i])
+            return cvf_fail(ctx, CVF_STATUS_PEER_FAILED,
+                            "args.tp: the ranks disagree on %s: %lld here, from %lld to %lld over the ranks; nothing "
+                            "was written on any rank",
+                            tp_fact_names[i], (long long)facts[i], (long long)-v[2 + 2 * i], (long long)v[1 + 2 * i]);
+    return CVF_STATUS_SUCCESS;
+}
+
+/* The facts of a validated call (op 1 forward, 2 backward) whose all-reduced matrix is reduced. */
+static void tp_facts(int64_t op, const int64_t dims[4], const cvf_tensor_parallel *tp, const cvf_matrix *reduced,
+                     cvf_gelu gelu, int64_t facts[TP_FACT_COUNT])
+{
+    facts[TP_FACT_OP] = op;
+    facts[TP_FACT_S] = dims[DIM_S];
+    facts[TP_FACT_H] = dims[DIM_H];
+    facts[TP_FACT_I] = tp->intermediate;
+    facts[TP_FACT_SIZE] = tp->size;
+    facts[TP_FACT_DTYPE] = (int64_t)reduced->dtype;
+    facts[TP_FACT_ORDER] = dense_order(reduced);
+    facts[TP_FACT_GELU] = (int64_t)gelu;
+}
+
+/* ---- validation -------------------------------------------------------------------------- */
+
+/* Validates a forward call (absent optional outputs skipped); dims gets S, H, I. args.tp's own
+ * fields are checked by check_tp. */
+static cvf_status validate_forward(cvf_context *ctx, const cvf_mlp_forward_args *args, int64_t dims[4])
 {
     if (!args)
         return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
@@ -114,9 +270,10 @@ static cvf_status validate_forward(cvf_context *ctx, const cvf_mlp_forward_args 
         {"output", &args->output, NULL, DIM_S, DIM_H, true, false},
     };
     int count = present_tensors(tensors, (int)(sizeof tensors / sizeof tensors[0]));
-    int64_t dims[4] = {0, 0, 0, 1};
     cvf_status status = validate_mlp(ctx, tensors, count, 1, dims);
-    return status != CVF_STATUS_SUCCESS ? status : check_gelu(ctx, args->gelu);
+    if (status == CVF_STATUS_SUCCESS)
+        status = check_gelu(ctx, args->gelu);
+    return status != CVF_STATUS_SUCCESS ? status : check_tp_shapes(ctx, &args->tp, dims[DIM_I], &args->output, "output");
 }
 
 /* Validates a backward call; dims gets S, H, I. */
@@ -138,11 +295,17 @@ static cvf_status validate_backward(cvf_context *ctx, const cvf_mlp_backward_arg
         {"grad_fc2_bias", NULL, &args->grad_fc2_bias, DIM_H, DIM_NONE, true, false},
     };
     cvf_status status = validate_mlp(ctx, tensors, (int)(sizeof tensors / sizeof tensors[0]), 2, dims);
-    return status != CVF_STATUS_SUCCESS ? status : check_gelu(ctx, args->gelu);
+    if (status == CVF_STATUS_SUCCESS)
+        status = check_gelu(ctx, args->gelu);
+    return status != CVF_STATUS_SUCCESS ? status
+                                        : check_tp_shapes(ctx, &args->tp, dims[DIM_I], &args->grad_hidden_state,
+                                                          "grad_hidden_state");
 }
 
 size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
+    if (step->info.kind == CVF_KERNEL_ALL_REDUCE)
+        return 0;
     if (step->info.kind == CVF_KERNEL_REDUCTION)
         return ctx->backend->column_sum_workspace(ctx, &step->a);
     return ctx->backend->matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
@@ -158,6 +321,9 @@ void cvf_mlp_step_failed(cvf_context *ctx, const cvf_mlp_step *step)
 cvf_status cvf_mlp_run_step(cvf_context *ctx, const cvf_mlp_step *step, void *workspace)
 {
     const cvf_backend *be = ctx->backend;
+    if (step->info.kind == CVF_KERNEL_ALL_REDUCE) /* validation admits a communicator only where run_steps runs it */
+        return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "%s: an all-reduce step on the %s backend", step->info.name,
+                        be->name);
     cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
                             ? be->column_sum(ctx, &step->a, &step->out, workspace)
                             : be->matmul(ctx, &step->a, &step->b, &step->c, &step->epilogue, workspace);
@@ -276,16 +442,29 @@ cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
-    cvf_status status = validate_forward(ctx, args);
+    if (!args)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
+    bool agree;
+    int64_t dims[4] = {0, 0, 0, 1};
+    cvf_status status = check_tp(ctx, &args->tp, &agree);
+    if (status == CVF_STATUS_SUCCESS)
+        status = validate_forward(ctx, args, dims);
+    /* everything that can fail before the first store, on every rank, comes before the agreement */
+    mlp_layout layout;
+    void *workspace = NULL;
+    const bool oracle = ctx->backend->mlp_forward_oracle != NULL;
+    if (status == CVF_STATUS_SUCCESS && !oracle &&
+        (status = forward_layout(ctx, args, &layout)) == CVF_STATUS_SUCCESS)
+        status = cvf_workspace_reserve(ctx, layout.total, "mlp forward", &workspace);
+    if (agree) {
+        int64_t facts[TP_FACT_COUNT];
+        tp_facts(1, dims, &args->tp, &args->output, args->gelu, facts);
+        status = agree_ranks(ctx, &args->tp, status, facts);
+    }
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    if (ctx->backend->mlp_forward_oracle)
+    if (oracle)
         return ctx->backend->mlp_forward_oracle(ctx, args);
-    mlp_layout layout;
-    void *workspace;
-    if ((status = forward_layout(ctx, args, &layout)) ||
-        (status = cvf_workspace_reserve(ctx, layout.total, "mlp forward", &workspace)))
-        return status;
     return run_layout(ctx, args, compose_forward, &layout, workspace);
 }
 
@@ -310,9 +489,15 @@ static cvf_status layout_size(cvf_status status, const mlp_layout *layout, size_
 
 cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forward_args *args, size_t *bytes)
 {
+    int64_t dims[4] = {0, 0, 0, 1};
+    bool agree;
     cvf_status status = begin_size_query(ctx, bytes);
+    if (status == CVF_STATUS_SUCCESS && !args)
+        status = cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
     if (status == CVF_STATUS_SUCCESS)
-        status = validate_forward(ctx, args);
+        status = check_tp(ctx, &args->tp, &agree);
+    if (status == CVF_STATUS_SUCCESS)
+        status = validate_forward(ctx, args, dims);
     if (status != CVF_STATUS_SUCCESS)
         return status;
     *bytes = 0; /* written only by a valid query */
@@ -327,24 +512,41 @@ cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
+    if (!args)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
+    bool agree;
     int64_t dims[4] = {0, 0, 0, 1};
-    cvf_status status = validate_backward(ctx, args, dims);
+    cvf_status status = check_tp(ctx, &args->tp, &agree);
+    if (status == CVF_STATUS_SUCCESS)
+        status = validate_backward(ctx, args, dims);
+    /* everything that can fail before the first store, on every rank, comes before the agreement */
+    mlp_layout layout;
+    void *workspace = NULL;
+    const bool oracle = ctx->backend->mlp_backward_oracle != NULL;
+    if (status == CVF_STATUS_SUCCESS && !oracle &&
+        (status = backward_layout(ctx, args, dims, &layout)) == CVF_STATUS_SUCCESS)
+        status = cvf_workspace_reserve(ctx, layout.total, "mlp backward (grad_fc1_output + scratch)", &workspace);
+    if (agree) {
+        int64_t facts[TP_FACT_COUNT];
+        tp_facts(2, dims, &args->tp, &args->grad_hidden_state, args->gelu, facts);
+        status = agree_ranks(ctx, &args->tp, status, facts);
+    }
     if (status != CVF_STATUS_SUCCESS)
         return status;
-    if (ctx->backend->mlp_backward_oracle)
+    if (oracle)
         return ctx->backend->mlp_backward_oracle(ctx, args);
-    mlp_layout layout;
-    void *workspace;
-    if ((status = backward_layout(ctx, args, dims, &layout)) ||
-        (status = cvf_workspace_reserve(ctx, layout.total, "mlp backward (grad_fc1_output + scratch)", &workspace)))
-        return status;
     return run_layout(ctx, args, compose_backward, &layout, workspace);
 }
 
 cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_mlp_backward_args *args, size_t *bytes)
 {
     int64_t dims[4] = {0, 0, 0, 1};
+    bool agree;
     cvf_status status = begin_size_query(ctx, bytes);
+    if (status == CVF_STATUS_SUCCESS && !args)
+        status = cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
+    if (status == CVF_STATUS_SUCCESS)
+        status = check_tp(ctx, &args->tp, &agree);
     if (status == CVF_STATUS_SUCCESS)
         status = validate_backward(ctx, args, dims);
     if (status != CVF_STATUS_SUCCESS)

@@ -26,6 +26,14 @@ static void measure_step(cvf_mlp_step *step)
 {
     cvf_kernel_info *info = &step->info;
     const cvf_epilogue *ep = &step->epilogue;
+    if (info->kind == CVF_KERNEL_ALL_REDUCE) { /* in place: the local read and write (the wire not counted) */
+        info->m = step->c.rows;
+        info->n = step->c.cols;
+        info->k = 0;
+        info->flops = 0;
+        info->bytes = 2 * matrix_bytes(&step->c);
+        return;
+    }
     if (info->kind == CVF_KERNEL_REDUCTION) {
         info->m = step->a.rows;
         info->n = step->a.cols;
@@ -68,6 +76,22 @@ static uint32_t step_bit(int i)
     return (uint32_t)1 << i;
 }
 
+/* A tensor-parallel all-reduce: c summed over the ranks of comm, in place. */
+static cvf_mlp_step all_reduce_step(cvf_step_id id, const char *name, const char *computes, cvf_matrix c, void *comm)
+{
+    cvf_mlp_step step = {.id = id,
+                         .info = {.name = name,
+                                  .computes = computes,
+                                  .fused = "",
+                                  .kind = CVF_KERNEL_ALL_REDUCE,
+                                  .engine = "",
+                                  .choice = ""},
+                         .c = c,
+                         .comm = comm};
+    measure_step(&step);
+    return step;
+}
+
 int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *grad_fc1_output, cvf_mlp_step *steps)
 {
     const bool erf = args->gelu == CVF_GELU_ERF;
@@ -99,7 +123,25 @@ int cvf_mlp_backward_steps(const cvf_mlp_backward_args *args, const cvf_matrix *
                               .a = args->grad_output,
                               .out = args->grad_fc2_bias};
     measure_step(&steps[4]);
-    return 5;
+    if (!args->tp.nccl_comm)
+        return 5;
+    /* Tensor parallel over NCCL: grad_hidden_state is this rank's partial until all-reduced. K2-3
+     * runs right after K1 and its all-reduce starts as soon as it is done, on its own lane, while
+     * the weight gradients K2-1 and K2-2 (which do not feed it) compute: they are ordered after
+     * K2-3 so that the communication hides under them. */
+    const cvf_mlp_step k2_1 = steps[1], k2_2 = steps[2], k2_3 = steps[3], k3 = steps[4];
+    steps[1] = k2_3;
+    steps[1].needs = step_bit(0);
+    steps[2] = all_reduce_step(CVF_STEP_AR_GRAD_HIDDEN, "AR",
+                               "grad_hidden_state = sum over the ranks of K2-3's partial (NCCL)",
+                               args->grad_hidden_state, args->tp.nccl_comm);
+    steps[2].needs = step_bit(1);
+    steps[3] = k2_1;
+    steps[3].needs = step_bit(1); /* ordering only: start after K2-3, under the all-reduce */
+    steps[4] = k2_2;
+    steps[4].needs = step_bit(0) | step_bit(1);
+    steps[5] = k3;
+    return 6;
 }
 
 int cvf_mlp_forward_steps(const cvf_mlp_forward_args *args, const cvf_matrix *gelu_output,
@@ -109,17 +151,26 @@ int cvf_mlp_forward_steps(const cvf_mlp_forward_args *args, const cvf_matrix *ge
     const cvf_epilogue fc1 = {.activation = erf ? CVF_ACTIVATION_GELU_ERF : CVF_ACTIVATION_GELU_TANH,
                               .bias = &args->fc1_bias,
                               .aux_out = fc1_output};
-    const cvf_epilogue fc2 = {.activation = CVF_ACTIVATION_NONE, .bias = &args->fc2_bias};
+    /* split over ranks, fc2_bias is added once: by rank 0, to its partial */
+    const bool bias2 = cvf_tp_adds_fc2_bias(&args->tp);
+    const cvf_epilogue fc2 = {.activation = CVF_ACTIVATION_NONE, .bias = bias2 ? &args->fc2_bias : NULL};
     steps[0] = gemm_step(CVF_STEP_FC1, "fc1",
                          erf ? "gelu_output = gelu_erf(fc1_output = hidden_state @ fc1_weight^T + fc1_bias)"
                              : "gelu_output = gelu_tanh(fc1_output = hidden_state @ fc1_weight^T + fc1_bias)",
                          fc1_output ? "+ fc1_bias, fc1_output stored, GELU on the fp32 tile"
                                     : "+ fc1_bias, GELU on the fp32 tile",
                          args->hidden_state, cvf_matrix_transpose(args->fc1_weight), *gelu_output, fc1);
-    steps[1] = gemm_step(CVF_STEP_FC2, "fc2", "output = gelu_output @ fc2_weight^T + fc2_bias", "+ fc2_bias",
-                         *gelu_output, cvf_matrix_transpose(args->fc2_weight), args->output, fc2);
+    steps[1] = gemm_step(CVF_STEP_FC2, "fc2",
+                         bias2 ? "output = gelu_output @ fc2_weight^T + fc2_bias" : "output = gelu_output @ fc2_weight^T",
+                         bias2 ? "+ fc2_bias" : "", *gelu_output, cvf_matrix_transpose(args->fc2_weight), args->output,
+                         fc2);
     steps[1].needs = step_bit(0);
-    return 2;
+    if (!args->tp.nccl_comm)
+        return 2;
+    steps[2] = all_reduce_step(CVF_STEP_AR_OUTPUT, "AR", "output = sum over the ranks of fc2's partial (NCCL)",
+                               args->output, args->tp.nccl_comm);
+    steps[2].needs = step_bit(1);
+    return 3;
 }
 
 bool cvf_intermediate_view(int64_t rows, int64_t cols, cvf_dtype dtype, cvf_matrix *view, size_t *bytes)
@@ -357,6 +408,7 @@ static const char *kind_name(cvf_kernel_kind kind)
     case CVF_KERNEL_FUSED_GEMM: return "fused GEMM";
     case CVF_KERNEL_GEMM: return "GEMM";
     case CVF_KERNEL_REDUCTION: return "reduction";
+    case CVF_KERNEL_ALL_REDUCE: return "all-reduce";
     }
     return "unknown";
 }

@@ -18,6 +18,8 @@ const char *cvf_status_string(cvf_status status)
     case CVF_STATUS_OUT_OF_MEMORY: return "out of memory";
     case CVF_STATUS_INTERNAL_ERROR: return "internal error";
     case CVF_STATUS_WORKSPACE_TOO_SMALL: return "workspace too small";
+    case CVF_STATUS_COMMUNICATION_FAILED: return "communication failed";
+    case CVF_STATUS_PEER_FAILED: return "another rank failed";
     }
     return "unknown status";
 }

@@ -102,7 +102,7 @@ bool make_lanes(cvf_cuda_state *st)
     int least = 0, greatest = 0;
     if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess)
         greatest = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         cudaStream_t s;
         if (cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest) != cudaSuccess) {
             cudaGetLastError();
@@ -113,7 +113,7 @@ bool make_lanes(cvf_cuda_state *st)
     bool ok = make_event(&st->fork_event, cudaEventDisableTiming);
     for (int i = 0; i < CVF_CUDA_STEP_EVENTS; i++)
         ok = ok && make_event(&st->step_events[i], cudaEventDisableTiming);
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         ok = ok && make_event(&st->join_events[i], cudaEventDisableTiming);
     for (int i = 0; i < 2; i++)
         ok = ok && make_event(&st->timing_events[i], cudaEventDefault);
@@ -155,11 +155,12 @@ extern "C" void cvf_cuda_release(cvf_context *ctx)
     cvf_cuda_state *st = cvf_cuda_state_of(ctx);
     if (!st)
         return;
-    for (int i = 0; i < 2; i++)
+    cvf_cuda_tp_release(st);
+    for (int i = 0; i < 3; i++)
         if (st->side_streams[i])
             cudaStreamDestroy((cudaStream_t)st->side_streams[i]);
-    void *events[] = {st->fork_event, st->join_events[0], st->join_events[1], st->timing_events[0],
-                      st->timing_events[1]};
+    void *events[] = {st->fork_event,       st->join_events[0],   st->join_events[1], st->join_events[2],
+                      st->timing_events[0], st->timing_events[1]};
     for (size_t i = 0; i < sizeof events / sizeof events[0]; i++)
         if (events[i])
             cudaEventDestroy((cudaEvent_t)events[i]);

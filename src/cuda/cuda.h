@@ -13,7 +13,9 @@
  *   gemm_sm90.cu   the Hopper kernel: TMA ring + mbarriers, producer warpgroup, two consumer
  *                  warpgroups issuing wgmma, persistent grid, fused epilogue on the accumulators
  *   matmul.cu      the single-op entry points: cvf_matmul and cvf_column_sum on the context's stream
- *   steps.cu       the MLP's steps: their schedule (plan) and their run on up to three lanes
+ *   steps.cu       the MLP's steps: their schedule (plan) and their run on up to four lanes
+ *   nccl.cu        the tensor-parallel MLP's communication (CVF_HAVE_NCCL): the communicator's
+ *                  checks, the ranks' agreement, the all-reduce steps
  */
 #ifndef CVF_CUDA_CUDA_H
 #define CVF_CUDA_CUDA_H
@@ -66,10 +68,14 @@ typedef struct cvf_cuda_state {
     void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
     int32_t *sync;           /* device: per lane, the fast kernel's scheduler and split-K words (zero
                                 between launches; allocated and cleared once, at context creation) */
-    void *side_streams[2];   /* cudaStream_t of lanes 1, 2 */
+    void *side_streams[3];   /* cudaStream_t of lanes 1, 2 and 3 (3: a tensor-parallel all-reduce) */
     void *fork_event;        /* cudaEvent_t: the context's stream, where a step list starts */
     void *step_events[CVF_CUDA_STEP_EVENTS]; /* cudaEvent_t: step i done (for steps on other lanes) */
-    void *join_events[2];    /* cudaEvent_t: lane 1, 2 done */
+    void *join_events[3];    /* cudaEvent_t: lane 1, 2, 3 done */
+    void *agree_event;       /* cudaEvent_t: the ranks' agreement has reached the host (nccl.cu) */
+    int64_t *agree_device;   /* device: CVF_TP_AGREE_MAX values the agreement all-reduces (NULL until
+                                a tensor-parallel call first needs it) */
+    int64_t *agree_host;     /* pinned host copy of them */
     void *timing_events[2];  /* cudaEvent_t with timing: the engine measurements */
     void *lt;                /* cublasLtHandle_t, NULL when cuBLASLt could not start */
     void *engine_cache;      /* the measured choices (engines.cu) */
@@ -142,6 +148,17 @@ void cvf_cuda_gemm_set_engine(cvf_context *ctx, const cvf_matrix *a, const cvf_m
 /* Fills info's engine, tiles, units, choice and measured candidates for the GEMM as it would run. */
 void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                             const cvf_epilogue *ep, cvf_kernel_info *info);
+
+/* Backend table members (nccl.cu, CVF_HAVE_NCCL builds): see cvf_backend.tp_check_comm / tp_agree. */
+cvf_status cvf_cuda_tp_check_comm(cvf_context *ctx, const cvf_tensor_parallel *tp);
+cvf_status cvf_cuda_tp_agree(cvf_context *ctx, void *comm, int64_t *values, int count);
+
+/* The all-reduce step (sum of step->c over the ranks of step->comm, in place) on launch (nccl.cu;
+ * UNSUPPORTED in a build without NCCL). */
+cvf_status cvf_cuda_all_reduce(cvf_context *ctx, cvf_cuda_launch launch, const cvf_mlp_step *step);
+
+/* Frees what nccl.cu added to the state (context release). */
+void cvf_cuda_tp_release(cvf_cuda_state *st);
 
 /* Column sums of x into out on launch (simple.cu). */
 cvf_status cvf_cuda_column_sum_on(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *x,

@@ -30,4 +30,8 @@ const cvf_backend cvf_cuda_backend = {
     .mlp_intermediate_dtype = cvf_cuda_mlp_intermediate_dtype,
     .plan_steps = cvf_cuda_plan_steps,
     .run_steps = cvf_cuda_run_steps,
+#ifdef CVF_HAVE_NCCL
+    .tp_check_comm = cvf_cuda_tp_check_comm,
+    .tp_agree = cvf_cuda_tp_agree,
+#endif
 };

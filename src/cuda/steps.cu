@@ -8,6 +8,19 @@
  *   context stream (lane 0):    fork ─ K1 ──────── K2-3 ───────── join(lane 1, lane 2)
  *   side lane 2 (high priority):        └(K1 done)─ K2-2 ───────────┘
  *
+ * A tensor-parallel backward over NCCL (args.tp.nccl_comm) orders K2-3 first and all-reduces its
+ * grad_hidden_state on lane 3 while the weight gradients, which do not feed it, compute:
+ *
+ *   side lane 1:             ┌─ K3 ──────────(K2-3 done)─ K2-1 ──────┐
+ *   lane 0:                fork ─ K1 ─ K2-3 ─────────────────────── join(lanes 1, 2, 3)
+ *   side lane 2:                          └(K2-3 done)─ K2-2 ──────┤
+ *   side lane 3 (NCCL):                   └(K2-3 done)─ all-reduce ┘
+ *
+ * The all-reduce is enqueued first of the three it releases (its few CTAs start before the GEMMs
+ * take the SMs); the forward's all-reduce of output follows fc2 on lane 0. The measuring runs of a
+ * first call leave the all-reduces out: every rank communicates exactly once per call, in the last
+ * run, whatever each rank measured.
+ *
  * K2-1 and K3 read only inputs, so they start with K1; K2-2 and K2-3 read K1's grad_fc1_output
  * (their needs). The weight gradients K2-1 and K2-2 have few output tiles with a long K (S): each
  * of their CTAs runs for the whole kernel. Among the steps whose needs are met, side-lane steps
@@ -40,6 +53,7 @@ int32_t lane_of(const cvf_cuda_state *st, cvf_step_id id)
     case CVF_STEP_K2_1:
     case CVF_STEP_K3: return 1;
     case CVF_STEP_K2_2: return 2;
+    case CVF_STEP_AR_GRAD_HIDDEN: return 3;
     default: return 0;
     }
 }
@@ -54,7 +68,8 @@ cudaStream_t lane_stream(const cvf_context *ctx, int32_t lane)
 cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, cvf_cuda_launch launch, void *workspace,
                     bool may_time)
 {
-    cvf_status status = step->info.kind == CVF_KERNEL_REDUCTION
+    cvf_status status = step->info.kind == CVF_KERNEL_ALL_REDUCE ? cvf_cuda_all_reduce(ctx, launch, step)
+                        : step->info.kind == CVF_KERNEL_REDUCTION
                             ? cvf_cuda_column_sum_on(ctx, launch, &step->a, &step->out, workspace)
                             : cvf_cuda_gemm(ctx, launch, &step->a, &step->b, &step->c, &step->epilogue, workspace,
                                             may_time);
@@ -63,29 +78,44 @@ cvf_status run_step(cvf_context *ctx, const cvf_mlp_step *step, cvf_cuda_launch 
     return status;
 }
 
+/* True for a GEMM step (one whose engine is chosen). */
+bool is_gemm(const cvf_mlp_step *step)
+{
+    return step->info.kind == CVF_KERNEL_GEMM || step->info.kind == CVF_KERNEL_FUSED_GEMM;
+}
+
+/* True for a tensor-parallel all-reduce step. */
+bool is_comm(const cvf_mlp_step *step)
+{
+    return step->info.kind == CVF_KERNEL_ALL_REDUCE;
+}
+
 /* True when every GEMM of the list has its engine decided (a run would measure nothing). */
 bool all_decided(const cvf_context *ctx, const cvf_mlp_step *steps, int count)
 {
     for (int i = 0; i < count; i++)
-        if (steps[i].info.kind != CVF_KERNEL_REDUCTION &&
+        if (is_gemm(&steps[i]) &&
             !cvf_cuda_gemm_decided(ctx, &steps[i].a, &steps[i].b, &steps[i].c, &steps[i].epilogue))
             return false;
     return true;
 }
 
-/* The next step to enqueue: the first whose needs are done, side lanes first; -1 when none. */
+/* The next step to enqueue: the first whose needs are done, an all-reduce first, then side lanes;
+ * -1 when none. */
 int next_step(const cvf_cuda_state *st, const cvf_mlp_step *steps, int count, uint32_t done)
 {
-    int pick = -1;
+    int pick = -1, side = -1;
     for (int i = 0; i < count; i++) {
         if (done & (1u << i) || (steps[i].needs & ~done))
             continue;
-        if (lane_of(st, steps[i].id) != 0)
+        if (is_comm(&steps[i]))
             return i;
+        if (lane_of(st, steps[i].id) != 0 && side < 0)
+            side = i;
         if (pick < 0)
             pick = i;
     }
-    return pick;
+    return side >= 0 ? side : pick;
 }
 
 /* True when a step on another lane than step i's needs it. */
@@ -99,7 +129,7 @@ bool needed_elsewhere(const cvf_cuda_state *st, const cvf_mlp_step *steps, int c
 
 /* Orders step i after its needs on other lanes (their done events) and, on a side lane used
  * for the first time, after the fork. */
-cudaError_t order_step(const cvf_context *ctx, const cvf_mlp_step *steps, int i, bool forked[3])
+cudaError_t order_step(const cvf_context *ctx, const cvf_mlp_step *steps, int i, bool forked[4])
 {
     const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
     const int32_t lane = lane_of(st, steps[i].id);
@@ -115,13 +145,15 @@ cudaError_t order_step(const cvf_context *ctx, const cvf_mlp_step *steps, int i,
     return err;
 }
 
-/* Enqueues the steps on their lanes (see the diagram). The joins into the context's stream are
- * enqueued even after a failed step, so that nothing a side lane has queued is left unordered
- * with the caller's later work. */
-cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces)
+/* Enqueues the steps on their lanes (see the diagram); the all-reduces only when communicate
+ * (else they count as done: a measuring run). The joins into the context's stream are enqueued
+ * even after a failed step, so that nothing a side lane has queued is left unordered with the
+ * caller's later work. */
+cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces,
+                     bool communicate)
 {
     const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
-    bool forked[3] = {true, false, false};
+    bool forked[4] = {true, false, false, false};
     cudaError_t err = cudaEventRecord((cudaEvent_t)st->fork_event, lane_stream(ctx, 0));
     cvf_status status = cvf_cuda_check(ctx, err, "mlp: forking the side streams");
     uint32_t done = 0;
@@ -129,6 +161,10 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
         int i = next_step(st, steps, count, done);
         if (i < 0)
             break;
+        if (is_comm(&steps[i]) && !communicate) {
+            done |= 1u << i;
+            continue;
+        }
         cvf_cuda_launch launch = {lane_stream(ctx, lane_of(st, steps[i].id)), lane_of(st, steps[i].id)};
         status = cvf_cuda_check(ctx, order_step(ctx, steps, i, forked), "mlp: ordering the side streams");
         if (status == CVF_STATUS_SUCCESS)
@@ -138,7 +174,7 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
                                     "mlp: recording a step's completion");
         done |= 1u << i;
     }
-    for (int lane = 1; lane < 3; lane++) {
+    for (int lane = 1; lane < 4; lane++) {
         if (!forked[lane])
             continue;
         cudaEvent_t joined = (cudaEvent_t)st->join_events[lane - 1];
@@ -160,7 +196,7 @@ void prefer_family(cvf_context *ctx, const cvf_mlp_step *steps, int count, cvf_c
     for (int i = 0; i < count; i++) {
         const cvf_mlp_step *s = &steps[i];
         engines[i] = CVF_CUDA_ENGINE_NONE;
-        if (s->info.kind == CVF_KERNEL_REDUCTION)
+        if (!is_gemm(s))
             continue;
         cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, CVF_CUDA_FAMILY_MEASURED, &engines[i]);
         cvf_cuda_gemm_prefer(ctx, &s->a, &s->b, &s->c, &s->epilogue, family, &engines[i]);
@@ -173,12 +209,12 @@ float time_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *c
 {
     const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
     cudaEvent_t start = (cudaEvent_t)st->timing_events[0], stop = (cudaEvent_t)st->timing_events[1];
-    if (run_lanes(ctx, steps, count, workspaces) != CVF_STATUS_SUCCESS)
+    if (run_lanes(ctx, steps, count, workspaces, false) != CVF_STATUS_SUCCESS)
         return -1.0f;
     float t[3];
     for (int r = 0; r < 3; r++) {
         cudaEventRecord(start, lane_stream(ctx, 0));
-        cvf_status status = run_lanes(ctx, steps, count, workspaces);
+        cvf_status status = run_lanes(ctx, steps, count, workspaces, false);
         cudaEventRecord(stop, lane_stream(ctx, 0));
         if (status != CVF_STATUS_SUCCESS || cudaEventSynchronize(stop) != cudaSuccess ||
             cudaEventElapsedTime(&t[r], start, stop) != cudaSuccess) {
@@ -217,7 +253,7 @@ void choose_together(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
     if (best < 0.0f)
         return;
     for (int i = 0; i < count; i++)
-        if (steps[i].info.kind != CVF_KERNEL_REDUCTION && best_engines[i] != CVF_CUDA_ENGINE_NONE)
+        if (is_gemm(&steps[i]) && best_engines[i] != CVF_CUDA_ENGINE_NONE)
             cvf_cuda_gemm_set_engine(ctx, &steps[i].a, &steps[i].b, &steps[i].c, &steps[i].epilogue, best_engines[i],
                                      choices[best_family]);
 }
@@ -236,6 +272,10 @@ extern "C" void cvf_cuda_plan_steps(const cvf_context *ctx, cvf_mlp_step *steps,
         cvf_mlp_step *s = &steps[i];
         cvf_kernel_info *k = &s->info;
         k->stream = lane_of(st, s->id);
+        if (k->kind == CVF_KERNEL_ALL_REDUCE) {
+            k->engine = "NCCL all-reduce (sum, in place)";
+            continue;
+        }
         if (k->kind == CVF_KERNEL_REDUCTION) {
             k->engine = "column sums (64-row slabs, then the slabs added in a fixed order)";
             k->splits = 1;
@@ -252,16 +292,18 @@ extern "C" cvf_status cvf_cuda_run_steps(cvf_context *ctx, const cvf_mlp_step *s
         return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "mlp: %d steps, at most %d expected", count,
                         CVF_CUDA_STEP_EVENTS);
     if (all_decided(ctx, steps, count))
-        return run_lanes(ctx, steps, count, workspaces);
+        return run_lanes(ctx, steps, count, workspaces, true);
     /* The first call of these keys: one after another on the context's stream, measuring each
      * GEMM; then the engine sets are compared on the lanes, and the last of those runs leaves the
      * outputs (every run writes all of them). */
     for (int i = 0; i < count; i++) {
+        if (is_comm(&steps[i]))
+            continue;
         cvf_status status = run_step(ctx, &steps[i], cvf_cuda_main_launch(ctx), workspaces[i], true);
         if (status != CVF_STATUS_SUCCESS)
             return status;
     }
     if (all_decided(ctx, steps, count) && !cvf_cuda_state_of(ctx)->serial)
         choose_together(ctx, steps, count, workspaces);
-    return run_lanes(ctx, steps, count, workspaces);
+    return run_lanes(ctx, steps, count, workspaces, true);
 }

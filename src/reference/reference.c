@@ -279,9 +279,10 @@ static cvf_status reference_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_
         ok = product(&t[Y], &t[GELU], false, &t[W2], true);
     }
     if (ok) {
-        for (int64_t i = 0; i < t[Y].rows; i++)
-            for (int64_t j = 0; j < t[Y].cols; j++)
-                t[Y].v[i * t[Y].cols + j] += t[B2].v[j];
+        if (cvf_tp_adds_fc2_bias(&args->tp)) /* split over ranks: rank 0's partial carries fc2_bias */
+            for (int64_t i = 0; i < t[Y].rows; i++)
+                for (int64_t j = 0; j < t[Y].cols; j++)
+                    t[Y].v[i * t[Y].cols + j] += t[B2].v[j];
         if (args->fc1_output.data) /* optional (inference) */
             dense_to_matrix(&t[FC1], &args->fc1_output);
         if (args->gelu_output.data)
