@@ -239,7 +239,7 @@ static void check_descriptor(const cvf_cpu_kernel *k, cvf_cpu_isa isa, cvf_dtype
         return;
     bool bf16 = a == CVF_BF16 && b == CVF_BF16;
     cvf_cpu_pack_format want = bf16 && isa == CVF_CPU_ISA_AMX           ? CVF_CPU_PACK_BF16_TILES
-                               : bf16 && isa == CVF_CPU_ISA_AVX512_BF16 ? CVF_CPU_PACK_BF16
+                               : bf16 && isa == CVF_CPU_ISA_AVX512_BF16 && cvf_cpu_bf16_dot_pays() ? CVF_CPU_PACK_BF16
                                                                         : CVF_CPU_PACK_F32;
     CHECK(k->name && k->name[0] && k->run, "%s: kernel without a name or a function", level);
     CHECK(!k->begin == !k->end, "%s: %s has one of the begin / end hooks only", level, k->name);

@@ -107,6 +107,50 @@ static void cpu_levels_once(void)
 }
 #endif
 
+/* True when the CPU says it is AMD's (CPUID leaf 0 vendor string). */
+static bool vendor_is_amd(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return false;
+    char vendor[13];
+    memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+    vendor[12] = '\0';
+    return strcmp(vendor, "AuthenticAMD") == 0;
+#else
+    return false;
+#endif
+}
+
+/* Set once by decide_bf16_dot (pthread_once); process-wide configuration. */
+static bool bf16_dot = false;
+static pthread_once_t bf16_dot_once = PTHREAD_ONCE_INIT;
+
+static void decide_bf16_dot(void)
+{
+    const char *forced = getenv("CVF_CPU_BF16_DOT");
+    bf16_dot = forced && *forced ? strcmp(forced, "0") != 0 : vendor_is_amd();
+}
+
+bool cvf_cpu_bf16_dot_pays(void)
+{
+    pthread_once(&bf16_dot_once, decide_bf16_dot);
+    return bf16_dot;
+}
+
+/* The kernel bf16 x bf16 products take at a level, for the CVF_DEBUG log. */
+static const char *bf16_route(cvf_cpu_isa isa)
+{
+    if (isa == CVF_CPU_ISA_AMX)
+        return "AMX tiles (tdpbf16ps)";
+    if (isa == CVF_CPU_ISA_AVX512_BF16)
+        return cvf_cpu_bf16_dot_pays() ? "vdpbf16ps (AMD, or CVF_CPU_BF16_DOT=1)"
+                                       : "converted to fp32 FMA (vdpbf16ps is slower on this vendor's cores; "
+                                         "CVF_CPU_BF16_DOT=1 forces it)";
+    return "converted to fp32 FMA";
+}
+
 bool cvf_cpu_isa_supported(cvf_cpu_isa isa)
 {
     pthread_once(&levels_once, cpu_levels_once);
@@ -149,8 +193,8 @@ static void decide_isa(void)
             active_isa = (cvf_cpu_isa)match;
     }
     if (debug && *debug && strcmp(debug, "0") != 0)
-        fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s)\n", isa_names[active_isa], isa_names[detected],
-                active_isa != detected ? ", forced by CVF_CPU_ISA" : "");
+        fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s\n", isa_names[active_isa],
+                isa_names[detected], active_isa != detected ? ", forced by CVF_CPU_ISA" : "", bf16_route(active_isa));
 }
 
 cvf_cpu_isa cvf_cpu_isa_active(void)

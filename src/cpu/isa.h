@@ -28,6 +28,14 @@ cvf_cpu_isa cvf_cpu_isa_active(void);
 /* True when this CPU (and OS) can run code of the given level. */
 bool cvf_cpu_isa_supported(cvf_cpu_isa isa);
 
+/* Whether bf16 x bf16 products at the AVX512_BF16 level take the vdpbf16ps kernel (true) or are
+ * converted to fp32 for the FMA kernel (false), decided once from a known table: vdpbf16ps pays on
+ * AMD (Zen 4/5, where that kernel was tuned) and loses on Intel cores (Sapphire Rapids: 193 ms
+ * against 134 ms for the fp32 path at 2048^3 on one thread; PERF.md, issue 15). The environment
+ * variable CVF_CPU_BF16_DOT=1|0 overrides the table (the tests force 1 to keep the kernel covered).
+ * CVF_DEBUG=1 logs the choice. The AMX level is not concerned: its tiles win everywhere. */
+bool cvf_cpu_bf16_dot_pays(void);
+
 /* "generic", "avx2", "avx512", "avx512_bf16", "amx". */
 const char *cvf_cpu_isa_name(cvf_cpu_isa isa);
 

@@ -74,7 +74,7 @@ const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype
 #if defined(__x86_64__) || defined(__i386__)
     case CVF_CPU_ISA_AVX2: return &f32_avx2;
     case CVF_CPU_ISA_AVX512: return &f32_avx512;
-    case CVF_CPU_ISA_AVX512_BF16: return bf16_pair ? &bf16_avx512 : &f32_avx512;
+    case CVF_CPU_ISA_AVX512_BF16: return bf16_pair && cvf_cpu_bf16_dot_pays() ? &bf16_avx512 : &f32_avx512;
 #endif
 #if defined(__x86_64__) && defined(CVF_CPU_AMX_KERNEL)
     case CVF_CPU_ISA_AMX: return bf16_pair ? &bf16_amx : &f32_avx512;

@@ -115,7 +115,8 @@ typedef struct cvf_cpu_kernel {
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: when both are bf16, the AMX
- * kernel at the AMX level and the vdpbf16ps kernel at AVX512_BF16; else the level's fp32 kernel
+ * kernel at the AMX level and the vdpbf16ps kernel at AVX512_BF16 where it pays
+ * (cvf_cpu_bf16_dot_pays); else the level's fp32 kernel
  * (16-bit inputs are converted to fp32 while packing). Never NULL for a level cvf_cpu_isa_supported
  * accepts. */
 const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype b);
