@@ -331,7 +331,8 @@ typedef struct cli_peak {
     int threads;
     double fp32_gflops;   /* FMA loops on every thread (NaN when the CPU has neither AVX-512 nor AVX2+FMA) */
     const char *fp32_isa; /* "avx512f", "avx2+fma" or "none" */
-    double bf16_gflops;   /* vdpbf16ps loops (NaN without avx512bf16) */
+    double bf16_gflops;   /* AMX tdpbf16ps loops where the CPU has AMX, else vdpbf16ps loops (NaN without either) */
+    const char *bf16_isa; /* "amx" or "vdpbf16ps" */
 } cli_peak;
 
 /* Measures the fp32 FMA and bf16 dot-product peaks with threads concurrent threads (~0.2 s). */

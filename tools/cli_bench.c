@@ -276,7 +276,7 @@ static void header_notes(const bench_run *run, char *buf, size_t size)
     cli_baseline_describe(run->blas, run->blas_why, baseline, sizeof baseline);
     char bf16[64] = "none (no avx512bf16)";
     if (!isnan(peak->bf16_gflops))
-        snprintf(bf16, sizeof bf16, "%.1f GFLOP/s (vdpbf16ps)", peak->bf16_gflops);
+        snprintf(bf16, sizeof bf16, "%.1f GFLOP/s (%s)", peak->bf16_gflops, peak->bf16_isa);
     snprintf(buf, size, "peak on %d thread(s): fp32 FMA %.1f GFLOP/s (%s), bf16 %s\nbaseline: %s\n", peak->threads,
              peak->fp32_gflops, peak->fp32_isa, bf16, baseline);
 }

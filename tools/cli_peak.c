@@ -2,11 +2,13 @@
  * The peak probe of bench: how many fp32 FLOP/s (and bf16 dot-product FLOP/s) this CPU delivers
  * with a given number of threads running at once. Each thread runs a loop of independent
  * multiply-adds with many accumulator chains, so that latency never limits it: 16 zmm chains of
- * vfmadd (AVX-512) or 12 ymm chains (AVX2 + FMA), and 16 zmm chains of vdpbf16ps (avx512bf16).
+ * vfmadd (AVX-512) or 12 ymm chains (AVX2 + FMA), and 16 zmm chains of vdpbf16ps (avx512bf16) or,
+ * where the CPU has AMX, 4 independent tdpbf16ps accumulator tiles (the bf16 peak is then AMX's).
  * The threads start together at a gate; the peak is all their FLOPs over the span from the
  * first start to the last finish, best of a few repetitions. The ISA is picked at run time
  * (__builtin_cpu_supports), so the file builds with the project's plain flags.
  */
+#define _DEFAULT_SOURCE /* syscall (the AMX permission request) */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -16,7 +18,12 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PEAK_X86 1
+#include <cpuid.h>
 #include <immintrin.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #else
 #define PEAK_X86 0
 #endif
@@ -26,7 +33,7 @@
 #define PEAK_REPS 3
 
 /* The kinds of loops the probe can run. */
-typedef enum peak_kind { PEAK_FMA512, PEAK_FMA256, PEAK_BF16 } peak_kind;
+typedef enum peak_kind { PEAK_FMA512, PEAK_FMA256, PEAK_BF16, PEAK_AMX } peak_kind;
 
 /* FLOPs of one iteration of each loop: chains x lanes x 2 (vdpbf16ps: two products per lane). */
 static double flops_per_iteration(peak_kind kind)
@@ -35,6 +42,7 @@ static double flops_per_iteration(peak_kind kind)
     case PEAK_FMA512: return 16.0 * 16.0 * 2.0;
     case PEAK_FMA256: return 12.0 * 8.0 * 2.0;
     case PEAK_BF16: return 16.0 * 16.0 * 4.0;
+    case PEAK_AMX: return 4.0 * 16.0 * 16.0 * 32.0 * 2.0; /* 4 tiles of 16 x 16, 32 deep */
     }
     return 0.0;
 }
@@ -114,6 +122,55 @@ __attribute__((target("avx512bf16,avx512f"))) static float loop_bf16(int64_t ite
     return _mm512_reduce_add_ps(_mm512_add_ps(s, t));
 }
 
+/* The AMX probe's tiles: all eight 16 rows x 64 bytes. A constant (gcc 12 drops stores to a local
+ * operand of _tile_loadconfig). */
+static const struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t bytes_per_row[16];
+    uint8_t rows[16];
+} amx_tiles = {1, 0, {0}, {64, 64, 64, 64, 64, 64, 64, 64}, {16, 16, 16, 16, 16, 16, 16, 16}};
+
+/* Four independent tdpbf16ps accumulator tiles on operands loaded once, iterations times. */
+__attribute__((target("amx-tile,amx-bf16"))) static float loop_amx(int64_t iterations)
+{
+    static const uint16_t ones[16 * 32] = {0}; /* zeros: the values do not matter, only the rate */
+    float out[16 * 16];
+    _tile_loadconfig(&amx_tiles);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, ones, 64);
+    _tile_loadd(5, ones, 64);
+    _tile_loadd(6, ones, 64);
+    _tile_loadd(7, ones, 64);
+    for (int64_t i = 0; i < iterations; i++) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
+}
+
+/* Whether CPUID reports AMX-TILE and AMX-BF16 and Linux grants this process the tile data. */
+static int amx_usable(void)
+{
+    unsigned a, b, c, d;
+    if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
+        return 0;
+    const unsigned amx_bits = (1u << 22) | (1u << 24); /* AMX-BF16, AMX-TILE */
+    if ((d & amx_bits) != amx_bits)
+        return 0;
+#if defined(__linux__)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
+
 /* Returns whether this CPU runs the loop of kind. */
 static int kind_supported(peak_kind kind)
 {
@@ -122,6 +179,7 @@ static int kind_supported(peak_kind kind)
     case PEAK_FMA512: return __builtin_cpu_supports("avx512f");
     case PEAK_FMA256: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     case PEAK_BF16: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+    case PEAK_AMX: return amx_usable();
     }
     return 0;
 }
@@ -133,6 +191,7 @@ static float run_loop(peak_kind kind, int64_t iterations)
     case PEAK_FMA512: return loop_fma512(iterations);
     case PEAK_FMA256: return loop_fma256(iterations);
     case PEAK_BF16: return loop_bf16(iterations);
+    case PEAK_AMX: return loop_amx(iterations);
     }
     return 0.0f;
 }
@@ -250,5 +309,10 @@ void cli_peak_measure(int threads, cli_peak *peak)
         peak->fp32_isa = kind_supported(PEAK_FMA256) ? "avx2+fma" : "none";
         peak->fp32_gflops = probe(PEAK_FMA256, peak->threads);
     }
-    peak->bf16_gflops = probe(PEAK_BF16, peak->threads);
+    peak->bf16_isa = "amx";
+    peak->bf16_gflops = probe(PEAK_AMX, peak->threads);
+    if (isnan(peak->bf16_gflops)) {
+        peak->bf16_isa = "vdpbf16ps";
+        peak->bf16_gflops = probe(PEAK_BF16, peak->threads);
+    }
 }
