@@ -721,6 +721,10 @@ static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0,
                 int64_t width = min64(kt, kc - t * kt);
                 for (int64_t r = 0; r < rows; r++) {
                     uint16_t *d = panel + (t * mr + r) * kt;
+                    if (width == kt) { /* a whole tile row: a fixed-size copy, inlined */
+                        memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * CVF_CPU_TILE_DEPTH);
+                        continue;
+                    }
                     memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * (size_t)width);
                     memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
                 }
