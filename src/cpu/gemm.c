@@ -204,6 +204,34 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 #define AMX_KC_MAX 2048
 
 /*
+ * For the AMX kernel's 32-row panels, few per thread: M blocks x column chunks that share the MR
+ * panels and NR panels of one NC block out evenly among the threads. The M split alone can leave
+ * some threads twice the work of others (K2-2 of the MLP, M = 768: 24 panels on 16 threads, blocks
+ * of 2 and 1 panels); threads / c blocks of c chunks each, for the c in 1, 2, 4, 8 whose largest task
+ * is smallest (the fewest chunks on a tie: each chunk packs its A block again), blocks within mc_max.
+ */
+static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
+{
+    int64_t panels = ceil_div(max64(plan->m, 1), plan->mr), columns = ceil_div(plan->nc, plan->nr);
+    if (panels % threads == 0 || panels >= 4 * threads)
+        return; /* even already, or enough blocks per thread for the imbalance not to matter */
+    int64_t best_cost = ceil_div(panels, plan->ic_blocks) * ceil_div(columns, plan->jr_chunks) *
+                        ceil_div(plan->ic_blocks * plan->jr_chunks, threads);
+    for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks *= 2) {
+        int64_t blocks = min64(max64(threads / chunks, 1), panels);
+        if (ceil_div(panels, blocks) * plan->mr > mc_max)
+            continue;
+        int64_t cost = ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
+        if (cost < best_cost) {
+            best_cost = cost;
+            plan->ic_blocks = blocks;
+            plan->jr_chunks = chunks;
+            plan->mc = ceil_div(panels, blocks) * plan->mr;
+        }
+    }
+}
+
+/*
  * Chooses block sizes for the kernel and the caches:
  *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic (but
  *       a K whose micro-panel fits in 3/4 of L1 runs as one pass: no fp32 block, and the tile
@@ -260,6 +288,8 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     nc = max64(plan->nr, nc / plan->nr * plan->nr);
     plan->nc = min64(nc, round_up(max64(plan->n, 1), plan->nr));
     plan->jr_chunks = min64(plan->jr_chunks, ceil_div(plan->nc, plan->nr));
+    if (plan->kernel->format == CVF_CPU_PACK_BF16_TILES && forced_mc <= 0 && threads > 1)
+        balance_tiles(plan, threads, mc_max);
 }
 
 /*
