@@ -698,17 +698,22 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
     }
 }
 
-/* Requests the lines of one row of x at (i, j0 .. j0 + n) (the first and the last: rows of 16
- * values span one or two lines). */
-static inline void prefetch_row(const cvf_matrix *x, int64_t i, int64_t j0, int64_t n, int write)
+/* Requests every cache line of the m rows of x at (i0 .. i0 + m, j0 .. j0 + n), for writing or
+ * for reading: all of them (the wide tiles' rows of 64 values span four or five lines; asking for
+ * the first and the last alone left the middle ones to a miss each). */
+static inline void prefetch_rows(const cvf_matrix *x, int64_t i0, int64_t m, int64_t j0, int64_t n, int write)
 {
-    const char *first = element_at(x, i, j0), *last = element_at(x, i, j0 + n - 1);
-    if (write) {
-        __builtin_prefetch(first, 1, 3);
-        __builtin_prefetch(last, 1, 3);
-    } else {
-        __builtin_prefetch(first, 0, 3);
-        __builtin_prefetch(last, 0, 3);
+    int64_t size = (int64_t)cvf_dtype_size(x->dtype);
+    int64_t span = (n - 1) * x->col_stride * size; /* bytes from the first to the last element of a row */
+    for (int64_t r = 0; r < m; r++) {
+        const char *first = element_at(x, i0 + r, j0), *last = first + span;
+        const char *line = (const char *)((uintptr_t)first & ~(uintptr_t)63);
+        for (; line <= last; line += 64) {
+            if (write)
+                __builtin_prefetch(line, 1, 3);
+            else
+                __builtin_prefetch(line, 0, 3);
+        }
     }
 }
 
@@ -719,13 +724,13 @@ static inline void prefetch_row(const cvf_matrix *x, int64_t i, int64_t j0, int6
 static void prefetch_epilogue(const gemm_job *job, int64_t i0, int64_t m, int64_t j0, int64_t n)
 {
     const cvf_epilogue *ep = job->ep;
-    for (int64_t r = 0; r < m; r++) {
-        prefetch_row(job->c, i0 + r, j0, n, 1);
-        if (ep->aux_in)
-            prefetch_row(ep->aux_in, i0 + r, j0, n, 0);
-        if (ep->aux_out)
-            prefetch_row(ep->aux_out, i0 + r, j0, n, 1);
-    }
+    if (!job->unit_columns) /* strided rows: a line per element, not worth asking for */
+        return;
+    prefetch_rows(job->c, i0, m, j0, n, 1);
+    if (ep->aux_in)
+        prefetch_rows(ep->aux_in, i0, m, j0, n, 0);
+    if (ep->aux_out)
+        prefetch_rows(ep->aux_out, i0, m, j0, n, 1);
 }
 
 /* Fills the parts of the tile epilogue that are the same for every tile, and whether the
