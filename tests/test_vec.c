@@ -15,6 +15,8 @@
  *    erfcl / expl: bounds ERF_MAX_ULP, over the same sweep; a self-check shows the measure rejects
  *    wrong values (a few ulp off, the tanh GELU, a flushed tail);
  *  - relu (x < 0 ? 0 : x, bitwise), add and accumulate exact;
+ *  - finish_tile (the one-call tile epilogue) bit-identical with the level's members applied row
+ *    by row in the order vec.h states, every activation, dtype, width 1..67, rows past n untouched;
  *  - every level within the bounds of the generic level.
  * The largest errors seen are printed per level.
  */
