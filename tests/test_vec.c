@@ -15,6 +15,8 @@
  *    erfcl / expl: bounds ERF_MAX_ULP, over the same sweep; a self-check shows the measure rejects
  *    wrong values (a few ulp off, the tanh GELU, a flushed tail);
  *  - relu (x < 0 ? 0 : x, bitwise), add and accumulate exact;
+ *  - finish_tile (the one-call tile epilogue) bit-identical with the level's members applied row
+ *    by row in the order vec.h states, every activation, dtype, width 1..67, rows past n untouched;
  *  - every level within the bounds of the generic level.
  * The largest errors seen are printed per level.
  */
@@ -763,6 +765,96 @@ static void test_tails(const cvf_cpu_vec_ops *ops)
     }
 }
 
+/* ---- the tile epilogue ------------------------------------------------------------------- */
+
+/* Bytes of one element of dtype (f32, f16, bf16). */
+static size_t elt_size(cvf_dtype dtype)
+{
+    return dtype == CVF_F32 ? 4 : 2;
+}
+
+/* finish_tile against its definition (vec.h): per row, the level's own members in order (add the
+ * bias, store aux_out, load aux_in, activate, store c, sums = row 0 + row 1 + ...), compared bit for
+ * bit: every activation, c / aux_out / aux_in in each dtype, with and without bias and sums, m rows
+ * of every width n up to 67 (full blocks and tails), rows of c and aux_out longer than n whose
+ * elements past n must not change, and x rows ldx apart. */
+static void test_finish_tile(const cvf_cpu_vec_ops *ops)
+{
+    enum { M = 6, W = 67, LD = 80, LDX = 72 };
+    const cvf_dtype dtypes[3] = {CVF_F32, CVF_F16, CVF_BF16};
+    static float x[M * LDX], work[M * LDX], bias[W], ain[M * LD], sums[W + 8], want_sums[W + 8], row[W], aux[W];
+    static unsigned char c[M * LD * 4], want_c[M * LD * 4], aout[M * LD * 4], want_aout[M * LD * 4], aux_in[M * LD * 4];
+    uint64_t rng = 0xF1u;
+    for (int i = 0; i < M * LDX; i++)
+        x[i] = (float)((double)(int32_t)next_random(&rng) / 4e8);
+    for (int i = 0; i < W; i++)
+        bias[i] = (float)((double)(int32_t)next_random(&rng) / 1e9);
+    for (int i = 0; i < M * LD; i++)
+        ain[i] = (float)((double)(int32_t)next_random(&rng) / 3e8);
+    long long bad = 0, cases = 0;
+    for (int act = 0; act <= CVF_ACTIVATION_DGELU_ERF; act++)
+        for (int ci = 0; ci < 3; ci++)
+            for (int ao = 0; ao < 4; ao++) /* aux_out: none, or in dtype ao - 1 */
+                for (int flags = 0; flags < 4; flags++) {
+                    bool with_bias = flags & 1, with_sums = flags & 2;
+                    bool needs_aux = act == CVF_ACTIVATION_DGELU_TANH || act == CVF_ACTIVATION_DGELU_ERF;
+                    cvf_dtype cd = dtypes[ci], od = dtypes[ao > 0 ? ao - 1 : 0], id = dtypes[(ci + ao + flags) % 3];
+                    ops->store(aux_in, id, M * LD, ain);
+                    for (int m = 1; m <= M; m += M - 1)
+                        for (int n = 1; n <= W; n++) {
+                            memset(c, 0xA5, sizeof c);
+                            memset(want_c, 0xA5, sizeof want_c);
+                            memset(aout, 0x5A, sizeof aout);
+                            memset(want_aout, 0x5A, sizeof want_aout);
+                            for (int j = 0; j < W + 8; j++)
+                                sums[j] = want_sums[j] = -7.0f;
+                            /* the definition, member by member */
+                            for (int r = 0; r < m; r++) {
+                                memcpy(row, x + r * LDX, (size_t)n * sizeof(float));
+                                if (with_bias)
+                                    ops->add(row, bias, n);
+                                if (ao)
+                                    ops->store(want_aout + (size_t)r * LD * elt_size(od), od, n, row);
+                                if (needs_aux)
+                                    ops->load(aux_in + (size_t)r * LD * elt_size(id), id, n, aux);
+                                ops->activate((cvf_activation)act, row, aux, n);
+                                ops->store(want_c + (size_t)r * LD * elt_size(cd), cd, n, row);
+                                if (with_sums) {
+                                    if (r == 0)
+                                        memcpy(want_sums, row, (size_t)n * sizeof(float));
+                                    else
+                                        ops->accumulate(want_sums, row, n);
+                                }
+                            }
+                            memcpy(work, x, sizeof work);
+                            cvf_cpu_tile_epilogue e = {.activation = (cvf_activation)act,
+                                                       .bias = with_bias ? bias : NULL,
+                                                       .aux_out = ao ? aout : NULL,
+                                                       .aux_out_dtype = od,
+                                                       .aux_out_ld = LD,
+                                                       .aux_out_size = (int64_t)elt_size(od),
+                                                       .aux_in = needs_aux ? aux_in : NULL,
+                                                       .aux_in_dtype = id,
+                                                       .aux_in_ld = LD,
+                                                       .aux_in_size = (int64_t)elt_size(id),
+                                                       .c = c,
+                                                       .c_dtype = cd,
+                                                       .c_ld = LD,
+                                                       .c_size = (int64_t)elt_size(cd),
+                                                       .sums = with_sums ? sums : NULL,
+                                                       .scratch = aux};
+                            ops->finish_tile(&e, work, LDX, m, n);
+                            cases++;
+                            bool same = memcmp(c, want_c, sizeof c) == 0 && memcmp(aout, want_aout, sizeof aout) == 0 &&
+                                        memcmp(sums, want_sums, sizeof sums) == 0;
+                            if (!same && bad++ < MAX_EXAMPLES)
+                                printf("  %s finish_tile: act %d c %s aux_out %d bias %d sums %d m %d n %d differs\n",
+                                       ops->name, act, cvf_dtype_name(cd), ao, with_bias, with_sums, m, n);
+                        }
+                }
+    CHECK(bad == 0, "%s finish_tile: %lld of %lld tiles differ from the members in order", ops->name, bad, cases);
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
 
 int main(void)
@@ -785,6 +877,7 @@ int main(void)
         test_gelu_specials(ops);
         test_gelu_erf_specials(ops);
         test_exact_ops(ops);
+        test_finish_tile(ops);
         test_function(ops, generic, FN_TANH);
         test_function(ops, generic, FN_GELU);
         test_function(ops, generic, FN_DGELU);

@@ -322,8 +322,31 @@ static void avx2_store(void *dst, cvf_dtype dtype, int64_t count, const float *s
 #define VEC_ACCUMULATE vec_accumulate
 #include "cpu/vec_finish.h"
 
+/* count (1..8) values of a row of dtype at element i, as fp32 lanes (zeros after): avx2_load's
+ * conversion of one block, without the copy through memory. */
+static inline vf load_lanes(const void *row, cvf_dtype dtype, int64_t i, int count)
+{
+    if (dtype == CVF_F32)
+        return vf_load_n((const float *)row + i, count);
+    __m128i h = load_u16_n((const uint16_t *)row + i, count);
+    return dtype == CVF_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+/* Stores count (1..8) lanes of y at element i of a row of dtype: avx2_store's conversion of one block. */
+static inline void store_lanes(void *row, cvf_dtype dtype, int64_t i, vf y, int count)
+{
+    if (dtype == CVF_F32)
+        vf_store_n((float *)row + i, y, count);
+    else if (dtype == CVF_F16)
+        store_u16_n((uint16_t *)row + i, f32_to_f16(y), count);
+    else
+        store_u16_n((uint16_t *)row + i, pack_u16(f32_to_bf16_lanes(y)), count);
+}
+
+#include "cpu/vec_sweep.h"
+
 static const cvf_cpu_vec_ops avx2_ops = {
-    "avx2", avx2_load, avx2_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run, vec_finish_tile,
+    "avx2", avx2_load, avx2_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run, vec_sweep_finish_tile,
 };
 
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_avx2(void)

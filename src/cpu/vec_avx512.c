@@ -312,8 +312,42 @@ static void avx512_store(void *dst, cvf_dtype dtype, int64_t count, const float 
 #define VEC_ACCUMULATE vec_accumulate
 #include "cpu/vec_finish.h"
 
+/* count (1..16) values of a row of dtype at element i, as fp32 lanes (zeros after): avx512_load's
+ * conversion of one block. */
+static inline vf load_lanes(const void *row, cvf_dtype dtype, int64_t i, int count)
+{
+    if (dtype == CVF_F32)
+        return vf_load_n((const float *)row + i, count);
+    __m256i h = load_u16_n((const uint16_t *)row + i, count);
+    return dtype == CVF_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+/* Stores count (1..16) lanes of y at element i of a row of dtype: avx512_store's conversion of one
+ * block (masked stores for a tail only). */
+static inline void store_lanes(void *row, cvf_dtype dtype, int64_t i, vf y, int count)
+{
+    uint16_t *half = (uint16_t *)row + i;
+    if (dtype == CVF_F32) {
+        vf_store_n((float *)row + i, y, count);
+    } else if (dtype == CVF_F16) {
+        __m256i h = _mm512_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT);
+        if (count == VEC_WIDTH)
+            _mm256_storeu_si256((__m256i *)half, h);
+        else
+            _mm256_mask_storeu_epi16(half, lane_mask(count), h);
+    } else {
+        __m512i bits = f32_to_bf16_lanes(y);
+        if (count == VEC_WIDTH)
+            _mm256_storeu_si256((__m256i *)half, _mm512_cvtepi32_epi16(bits));
+        else
+            _mm512_mask_cvtepi32_storeu_epi16(half, lane_mask(count), bits);
+    }
+}
+
+#include "cpu/vec_sweep.h"
+
 static const cvf_cpu_vec_ops avx512_ops = {
-    "avx512", avx512_load, avx512_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run, vec_finish_tile,
+    "avx512", avx512_load, avx512_store, vec_activate, vec_add, vec_accumulate, vec_tanh_run, vec_sweep_finish_tile,
 };
 
 const cvf_cpu_vec_ops *cvf_cpu_vec_ops_avx512(void)
