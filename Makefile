@@ -56,8 +56,8 @@ test-sanitize:
 
 test-thread:
 	$(CMAKE) -S . -B $(THREAD_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCVF_SANITIZE_THREAD=ON $(CMAKE_FLAGS)
-	$(CMAKE) --build $(THREAD_BUILD) -j $(JOBS) --target test_ops
-	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R 'test_ops$$|test_ops_small_blocks'
+	$(CMAKE) --build $(THREAD_BUILD) -j $(JOBS) --target test_ops test_threadpool
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(THREAD_BUILD) --output-on-failure -R 'test_ops$$|test_ops_small_blocks|test_threadpool'
 
 # The whole suite built with clang (the CUDA backend, when nvcc is found, keeps nvcc's host compiler).
 test-clang:
