@@ -409,7 +409,9 @@ CVF_API cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_ml
  *   grad_fc1_weight   = grad_fc1_output^T @ hidden_state            (I, H)
  *   grad_hidden_state = grad_fc1_output @ fc1_weight                (S, H)
  * grad_gelu_output = grad_output @ fc2_weight never reaches memory. grad_fc1_output is held in a
- * workspace of the device's accumulation type (fp32 on the CPU). gelu' is the derivative of the
+ * workspace: fp32 on the CPU, except bf16 when grad_output, hidden_state and fc1_weight are all bf16
+ * and the CPU runs its AMX level (its two GEMMs then run on the tiles); the storage dtype for f16 /
+ * bf16 on CUDA (cvf_mlp_backward_plan's workspace_dtype says which). gelu' is the derivative of the
  * forward's GELU (args.gelu).
  */
 typedef struct cvf_mlp_backward_args {

@@ -122,6 +122,7 @@ __attribute__((target("avx512bf16,avx512f"))) static float loop_bf16(int64_t ite
     return _mm512_reduce_add_ps(_mm512_add_ps(s, t));
 }
 
+#if defined(CVF_PEAK_AMX)
 /* The AMX probe's tiles: all eight 16 rows x 64 bytes. A constant (gcc 12 drops stores to a local
  * operand of _tile_loadconfig). */
 static const struct {
@@ -170,6 +171,18 @@ static int amx_usable(void)
     return 0;
 #endif
 }
+#else  /* a compiler without AMX: no AMX probe */
+static int amx_usable(void)
+{
+    return 0;
+}
+
+static float loop_amx(int64_t iterations)
+{
+    (void)iterations;
+    return 0.0f;
+}
+#endif
 
 /* Returns whether this CPU runs the loop of kind. */
 static int kind_supported(peak_kind kind)

@@ -427,7 +427,12 @@ static cvf_status forward_layout(cvf_context *ctx, const cvf_mlp_forward_args *a
 static cvf_status backward_layout(cvf_context *ctx, const cvf_mlp_backward_args *args, const int64_t dims[4],
                                   mlp_layout *l)
 {
-    cvf_dtype keep = cvf_mlp_intermediate_dtype(ctx, args->grad_output.dtype);
+    /* a mix of dtypes among the operands of the GEMMs that read grad_fc1_output keeps it in fp32:
+     * a 16-bit copy would lose precision without making those GEMMs 16-bit ones */
+    cvf_dtype storage = args->grad_output.dtype;
+    if (args->hidden_state.dtype != storage || args->fc1_weight.dtype != storage)
+        storage = CVF_F32;
+    cvf_dtype keep = cvf_mlp_intermediate_dtype(ctx, storage);
     return plan_layout(ctx, args, compose_backward, true, dims[DIM_S], dims[DIM_I], keep, l);
 }
 

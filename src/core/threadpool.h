@@ -1,7 +1,8 @@
 /*
  * A small fixed thread pool: run(n, fn) calls fn(arg, task, thread) for task = 0 .. n-1, spread
  * over the pool's threads (the calling thread is thread 0), and returns when all have finished.
- * Idle workers sleep on a condition variable; nothing spins.
+ * After a job, workers spin briefly (tens of microseconds) for the next one, then sleep on a
+ * condition variable.
  */
 #ifndef CVF_CORE_THREADPOOL_H
 #define CVF_CORE_THREADPOOL_H

@@ -375,7 +375,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
      * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
     plan.direct_c = plan.multi_pass && plan.splits == 1 && plain;
-    plan.prefetch_next_b = cvf_cpu_pack_depth(plan.kernel->format, plan.kc) * plan.nr * plan.elt <= cfg->caches.l1;
+    plan.prefetch_next_b = plan.kernel->format != CVF_CPU_PACK_BF16_TILES;
     plan.acc_ld = plan.nc + 16;
     plan.acc_stride =
         plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;

@@ -73,8 +73,8 @@ static bool amx_permitted(void)
 
 /* Fills level_ok from CPUID and XCR0 (a level needs both the instructions and the OS's saving of
  * their registers). The levels: avx2 = AVX2 + FMA + F16C; avx512 = avx2 + AVX-512 F/BW/DQ/VL;
- * avx512_bf16 = avx512 + AVX512_BF16; amx = avx512_bf16 + AMX-TILE + AMX-BF16, the tile state
- * enabled in XCR0, and the OS's permission to use it (amx_permitted). */
+ * avx512_bf16 = avx512 + AVX512_BF16; amx = avx512_bf16 + AMX-TILE + AMX-BF16 and the tile state
+ * enabled in XCR0 (the OS's permission is asked for only when the level is wanted: amx_granted). */
 static void cpu_levels_once(void)
 {
     unsigned a, b, c, d;
@@ -97,7 +97,7 @@ static void cpu_levels_once(void)
         level_ok[CVF_CPU_ISA_AVX512_BF16] = (a & CPUID7_1_EAX_AVX512_BF16) != 0;
     const unsigned amx_bits = CPUID7_EDX_AMX_BF16 | CPUID7_EDX_AMX_TILE;
     level_ok[CVF_CPU_ISA_AMX] = level_ok[CVF_CPU_ISA_AVX512_BF16] && (edx7 & amx_bits) == amx_bits &&
-                                (xcr0 & XCR0_TILE) == XCR0_TILE && amx_permitted();
+                                (xcr0 & XCR0_TILE) == XCR0_TILE; /* and the OS's permission: amx_granted */
 }
 #else
 /* Not x86: the portable kernels only. */
@@ -151,22 +151,47 @@ static const char *bf16_route(cvf_cpu_isa isa)
     return "converted to fp32 FMA";
 }
 
-bool cvf_cpu_isa_supported(cvf_cpu_isa isa)
+/* The permission for the tile data, asked for once and only when the AMX level is wanted: the grant
+ * enlarges every signal frame of the process (a program with a small sigaltstack would notice), so a
+ * process that forces a lower level never makes the request. */
+static bool amx_ok = false;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+
+static void request_amx(void)
+{
+    amx_ok = amx_permitted();
+}
+
+static bool amx_granted(void)
+{
+    pthread_once(&amx_once, request_amx);
+    return amx_ok;
+}
+
+/* What the CPU and XCR0 offer, before the OS's AMX permission. */
+static bool level_offered(cvf_cpu_isa isa)
 {
     pthread_once(&levels_once, cpu_levels_once);
     return (unsigned)isa < CVF_CPU_ISA_COUNT && level_ok[isa];
+}
+
+bool cvf_cpu_isa_supported(cvf_cpu_isa isa)
+{
+    if (!level_offered(isa))
+        return false;
+    return isa != CVF_CPU_ISA_AMX || amx_granted();
 }
 
 /* Set once by decide_isa (pthread_once); process-wide configuration, not per-call state. */
 static cvf_cpu_isa active_isa = CVF_CPU_ISA_GENERIC;
 static pthread_once_t active_once = PTHREAD_ONCE_INIT;
 
-/* The best level this CPU supports. */
+/* The best level this CPU offers (AMX without asking the OS yet). */
 static cvf_cpu_isa detect_isa(void)
 {
     cvf_cpu_isa best = CVF_CPU_ISA_GENERIC;
     for (int isa = 0; isa < CVF_CPU_ISA_COUNT; isa++)
-        if (cvf_cpu_isa_supported((cvf_cpu_isa)isa))
+        if (level_offered((cvf_cpu_isa)isa))
             best = (cvf_cpu_isa)isa;
     return best;
 }
@@ -187,14 +212,21 @@ static void decide_isa(void)
             fprintf(stderr, "cvfuse: CVF_CPU_ISA=%s is not one of generic, avx2, avx512, avx512_bf16, amx; using %s\n",
                     forced, isa_names[detected]);
         else if (!cvf_cpu_isa_supported((cvf_cpu_isa)match))
-            fprintf(stderr, "cvfuse: CVF_CPU_ISA=%s is not supported by this CPU; using %s\n", forced,
-                    isa_names[detected]);
+            fprintf(stderr, "cvfuse: CVF_CPU_ISA=%s is not supported by this CPU (or OS, or build); using %s\n",
+                    forced, isa_names[detected]);
         else
             active_isa = (cvf_cpu_isa)match;
     }
+    bool refused = active_isa == CVF_CPU_ISA_AMX && !amx_granted();
+    if (refused) /* the CPU has AMX but the OS (or this build) does not let us use it */
+        active_isa = CVF_CPU_ISA_AVX512_BF16;
     if (debug && *debug && strcmp(debug, "0") != 0)
         fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s\n", isa_names[active_isa],
-                isa_names[detected], active_isa != detected ? ", forced by CVF_CPU_ISA" : "", bf16_route(active_isa));
+                isa_names[detected],
+                refused                  ? ", but the OS refused the AMX tile state (or the build lacks the kernel)"
+                : active_isa != detected ? ", forced by CVF_CPU_ISA"
+                                         : "",
+                bf16_route(active_isa));
 }
 
 cvf_cpu_isa cvf_cpu_isa_active(void)

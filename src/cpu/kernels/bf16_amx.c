@@ -8,8 +8,8 @@
  * hold the 2 x 2 fp32 accumulator tiles of 16 x 16 (C rows 0-15 / 16-31, columns 0-15 / 16-31),
  * tiles 4 and 5 the A rows 0-15 and 16-31 of one 32-deep block (32 bf16 per row), tiles 6 and 7
  * the B columns 0-15 and 16-31 of that block (16 VNNI pairs per row). Each block is four
- * tdpbf16ps, each 16 x 16 x 32 multiply-adds, with every tile loaded once: the A tiles from the
- * packed A block (L2), the B tiles from the packed micro-panel (L1). The products of two bf16 are
+ * tdpbf16ps, each 16 x 16 x 32 multiply-adds, with every tile loaded once, from the packed A
+ * block and B micro-panel (both stream from L2 at the driver's KC up to 2048). The products of two bf16 are
  * exact in fp32 and tdpbf16ps accumulates pairs in fp32 (as vdpbf16ps does, flushing bf16
  * subnormal inputs and fp32 subnormal results to zero).
  *
@@ -53,7 +53,9 @@ void cvf_cpu_kernel_bf16_amx_begin(void)
 }
 
 /* Returns this thread's tiles to their initial state (so a later user of AMX starts clean, and
- * the OS need not save 8 KiB of tile data on context switches). */
+ * the OS need not save 8 KiB of tile data on context switches). Any tile state the application
+ * itself kept on the thread (the caller's thread computes too) is lost: AMX users must not hold
+ * tiles across a cvfuse call. */
 void cvf_cpu_kernel_bf16_amx_end(void)
 {
     _tile_release();
