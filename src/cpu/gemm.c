@@ -217,7 +217,8 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads, bool plain)
 {
     const cache_sizes *caches = &cfg->caches;
-    int64_t kc = caches->l1 / 2 / (plan->nr * plan->elt);
+    int64_t l1_16ths = plan->kernel->kc_l1_16ths > 0 ? plan->kernel->kc_l1_16ths : 8;
+    int64_t kc = caches->l1 * l1_16ths / 16 / (plan->nr * plan->elt);
     kc = min64(max64(kc & ~(int64_t)15, 64), 512);
     int64_t forced_kc = cfg->forced.kc, forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
     if (forced_kc > 0)

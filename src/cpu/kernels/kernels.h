@@ -110,6 +110,8 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
     cvf_cpu_direct_fn direct;          /* unpacked tiles for tiny products, or NULL */
+    int32_t kc_l1_16ths;               /* the share of L1, in 16ths, that a KC x NR B micro-panel
+                                        * may fill when K is cut into passes (0: half, 8/16) */
     void (*begin)(void);               /* prepares this thread's state for run (see above), or NULL */
     void (*end)(void);                 /* releases it, or NULL */
 } cvf_cpu_kernel;
