@@ -388,6 +388,7 @@ static inline void copy_floats(float *restrict dst, const float *restrict src, i
     switch (n) {
     case 6: memcpy(dst, src, 6 * sizeof(float)); break;
     case 8: memcpy(dst, src, 8 * sizeof(float)); break;
+    case 12: memcpy(dst, src, 12 * sizeof(float)); break;
     case 14: memcpy(dst, src, 14 * sizeof(float)); break;
     case 16: memcpy(dst, src, 16 * sizeof(float)); break;
     case 32: memcpy(dst, src, 32 * sizeof(float)); break;

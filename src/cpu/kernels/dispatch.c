@@ -31,7 +31,7 @@ static const cvf_cpu_kernel f32_avx2 = {
 
 /* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */
 static const cvf_cpu_kernel f32_avx512 = {
-    .name = "avx512 f32 14x32",
+    .name = "avx512 f32 12x32",
     .isa = CVF_CPU_ISA_AVX512,
     .mr = CVF_CPU_F32_AVX512_MR,
     .nr = CVF_CPU_F32_AVX512_NR,
