@@ -245,7 +245,8 @@ static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
 static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads, bool plain)
 {
     const cache_sizes *caches = &cfg->caches;
-    int64_t kc = caches->l1 / 2 / (plan->nr * plan->elt);
+    int64_t l1_16ths = plan->kernel->kc_l1_16ths > 0 ? plan->kernel->kc_l1_16ths : 8;
+    int64_t kc = caches->l1 * l1_16ths / 16 / (plan->nr * plan->elt);
     kc = min64(max64(kc & ~(int64_t)15, 64), 512);
     int64_t forced_kc = cfg->forced.kc, forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
     if (forced_kc > 0)
@@ -417,6 +418,7 @@ static inline void copy_floats(float *restrict dst, const float *restrict src, i
     switch (n) {
     case 6: memcpy(dst, src, 6 * sizeof(float)); break;
     case 8: memcpy(dst, src, 8 * sizeof(float)); break;
+    case 12: memcpy(dst, src, 12 * sizeof(float)); break;
     case 14: memcpy(dst, src, 14 * sizeof(float)); break;
     case 16: memcpy(dst, src, 16 * sizeof(float)); break;
     case 32: memcpy(dst, src, 32 * sizeof(float)); break;

@@ -31,13 +31,16 @@ static const cvf_cpu_kernel f32_avx2 = {
 
 /* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */
 static const cvf_cpu_kernel f32_avx512 = {
-    .name = "avx512 f32 14x32",
+    .name = "avx512 f32 12x32",
     .isa = CVF_CPU_ISA_AVX512,
     .mr = CVF_CPU_F32_AVX512_MR,
     .nr = CVF_CPU_F32_AVX512_NR,
     .format = CVF_CPU_PACK_F32,
     .run = cvf_cpu_kernel_f32_avx512,
     .run_fused = cvf_cpu_kernel_f32_avx512_fused,
+    /* KC up to 360 at 48 KB of L1 (2048 in 6 passes of 342): 2048^3 on one thread 1.04-1.06x
+     * OpenBLAS at the half-L1 KC of 187, 0.98-1.00x at 342, 1.00-1.03x at 384 (PERF.md) */
+    .kc_l1_16ths = 15,
 };
 
 /* AVX-512 BF16 kernel (vdpbf16ps) for bf16 x bf16 products. */

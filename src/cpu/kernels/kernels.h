@@ -101,7 +101,7 @@ typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m
 
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
-    const char *name; /* e.g. "avx512 f32 14x32" */
+    const char *name; /* e.g. "avx512 f32 12x32" */
     cvf_cpu_isa isa;
     int32_t mr, nr;
     cvf_cpu_pack_format format;
@@ -110,6 +110,8 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
     cvf_cpu_direct_fn direct;          /* unpacked tiles for tiny products, or NULL */
+    int32_t kc_l1_16ths;               /* the share of L1, in 16ths, that a KC x NR B micro-panel
+                                        * may fill when K is cut into passes (0: half, 8/16) */
     void (*begin)(void);               /* prepares this thread's state for run (see above), or NULL */
     void (*end)(void);                 /* releases it, or NULL */
 } cvf_cpu_kernel;
@@ -128,7 +130,7 @@ const cvf_cpu_kernel *cvf_cpu_kernel_for(cvf_cpu_isa isa, cvf_dtype a, cvf_dtype
 #define CVF_CPU_F32_GENERIC_NR 8
 #define CVF_CPU_F32_AVX2_MR 6
 #define CVF_CPU_F32_AVX2_NR 16
-#define CVF_CPU_F32_AVX512_MR 14
+#define CVF_CPU_F32_AVX512_MR 12
 #define CVF_CPU_F32_AVX512_NR 32
 #define CVF_CPU_BF16_AVX512_MR 14
 #define CVF_CPU_BF16_AVX512_NR 32

@@ -1,0 +1,75 @@
+/*
+ * The AVX-512 fp32 micro-kernel alone against a register-only FMA loop, both timed by thread
+ * CPU time (PERF.md, "AVX-512 fp32 kernel at BLAS speed"): `panels` A micro-panels (kc deep,
+ * in L1 or L2 by their number) against one B micro-panel, full MR x NR tiles stored to a
+ * contiguous C. Not part of the build; build it by hand on an AVX-512 machine:
+ *
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc bench/cpu_kernel_probe.c build/libcvfuse.a \
+ *       -lpthread -lm -o build/kernel_probe
+ *   build/kernel_probe [kc] [panels] [repeats]        (defaults 192 37 2000)
+ */
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cpu/kernels/kernels.h"
+
+/* Seconds of this thread's CPU time. */
+static double thread_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+#define FMA(r) "vfmadd231ps %%zmm0, %%zmm1, %%zmm" #r "\n\t"
+
+/* Seconds for iters x 20 independent 512-bit FMAs on registers only. */
+__attribute__((target("avx512f"))) static double fma_loop(long iters)
+{
+    double t0 = thread_seconds();
+    __asm__ volatile("vxorps %%zmm0, %%zmm0, %%zmm0\n\t"
+                     "vxorps %%zmm1, %%zmm1, %%zmm1\n"
+                     "1:\n\t" FMA(4) FMA(5) FMA(6) FMA(7) FMA(8) FMA(9) FMA(10) FMA(11) FMA(12) FMA(13) FMA(14)
+                         FMA(15) FMA(16) FMA(17) FMA(18) FMA(19) FMA(20) FMA(21) FMA(22) FMA(23)
+                     "dec %0\n\t"
+                     "jnz 1b\n\t"
+                     : "+r"(iters)
+                     :
+                     : "cc", "xmm0", "xmm1", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
+                       "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
+                       "xmm23");
+    return thread_seconds() - t0;
+}
+
+int main(int argc, char **argv)
+{
+    int kc = argc > 1 ? atoi(argv[1]) : 192, panels = argc > 2 ? atoi(argv[2]) : 37;
+    int repeats = argc > 3 ? atoi(argv[3]) : 2000;
+    const int mr = CVF_CPU_F32_AVX512_MR, nr = CVF_CPU_F32_AVX512_NR;
+    size_t a_count = (size_t)panels * mr * kc, b_count = (size_t)nr * kc, c_count = (size_t)panels * mr * nr;
+    float *a = aligned_alloc(64, (a_count * 4 + 63) / 64 * 64), *b = aligned_alloc(64, (b_count * 4 + 63) / 64 * 64);
+    float *c = aligned_alloc(64, c_count * 4);
+    if (!a || !b || !c)
+        return 1;
+    for (size_t i = 0; i < a_count; i++)
+        a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < b_count; i++)
+        b[i] = (float)(i % 5) * 0.1f;
+    long iters = 10000000;
+    double peak = (double)iters * 20 * 32 / fma_loop(iters) / 1e9, best = 1e30;
+    for (int trial = 0; trial < 5; trial++) {
+        double t0 = thread_seconds();
+        for (int r = 0; r < repeats; r++)
+            for (int p = 0; p < panels; p++)
+                cvf_cpu_kernel_f32_avx512(kc, a + (size_t)p * mr * kc, b, c + (size_t)p * mr * nr, nr, mr, nr, 0);
+        double t = thread_seconds() - t0;
+        best = t < best ? t : best;
+    }
+    double gflops = 2.0 * mr * nr * kc * panels * (double)repeats / best / 1e9;
+    printf("kernel %dx%d kc=%d panels=%d: %.1f GFLOP/s, register-only FMA loop %.1f GFLOP/s: %.1f%%\n", mr, nr, kc,
+           panels, gflops, peak, 100.0 * gflops / peak);
+    free(a), free(b), free(c);
+    return 0;
+}
