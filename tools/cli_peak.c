@@ -8,22 +8,17 @@
  * first start to the last finish, best of a few repetitions. The ISA is picked at run time
  * (__builtin_cpu_supports), so the file builds with the project's plain flags.
  */
-#define _DEFAULT_SOURCE /* syscall (the AMX permission request) */
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "cli.h"
+#include "cpu/isa.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define PEAK_X86 1
-#include <cpuid.h>
 #include <immintrin.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 #else
 #define PEAK_X86 0
 #endif
@@ -156,20 +151,11 @@ __attribute__((target("amx-tile,amx-bf16"))) static float loop_amx(int64_t itera
     return out[0];
 }
 
-/* Whether CPUID reports AMX-TILE and AMX-BF16 and Linux grants this process the tile data. */
+/* Whether the library's amx level can run here: CPUID, XCR0 and the OS's permission for the tile
+ * data, which cvf_cpu_isa_supported asks for once (src/cpu/isa.c). */
 static int amx_usable(void)
 {
-    unsigned a, b, c, d;
-    if (!__builtin_cpu_supports("avx512f") || !__get_cpuid_count(7, 0, &a, &b, &c, &d))
-        return 0;
-    const unsigned amx_bits = (1u << 22) | (1u << 24); /* AMX-BF16, AMX-TILE */
-    if ((d & amx_bits) != amx_bits)
-        return 0;
-#if defined(__linux__)
-    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
-#else
-    return 0;
-#endif
+    return cvf_cpu_isa_supported(CVF_CPU_ISA_AMX);
 }
 #else  /* a compiler without AMX: no AMX probe */
 static int amx_usable(void)
