@@ -138,7 +138,6 @@ typedef struct gemm_plan {
     bool multi_pass;             /* K > KC: passes accumulate in an fp32 block */
     bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
     bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
-    bool prefetch_next_b;        /* the next B micro-panel is asked for during the calls on this one */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
                                   * (unless A holds subnormals; the rest of the plan is the packed one) */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
@@ -203,6 +202,13 @@ static thread_layout thread_scratch(const gemm_plan *plan)
  */
 #define AMX_KC_MAX 2048
 
+/* Tiles (MR panels x NR panels) on the busiest thread when `panels` x `columns` are cut into blocks
+ * x chunks tasks that threads take in rounds. */
+static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, int64_t chunks, int64_t threads)
+{
+    return ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
+}
+
 /*
  * For the AMX kernel's 32-row panels, few per thread: M blocks x column chunks that share the MR
  * panels and NR panels of one NC block out evenly among the threads. The M split alone can leave
@@ -215,13 +221,12 @@ static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
     int64_t panels = ceil_div(max64(plan->m, 1), plan->mr), columns = ceil_div(plan->nc, plan->nr);
     if (panels % threads == 0 || panels >= 4 * threads)
         return; /* even already, or enough blocks per thread for the imbalance not to matter */
-    int64_t best_cost = ceil_div(panels, plan->ic_blocks) * ceil_div(columns, plan->jr_chunks) *
-                        ceil_div(plan->ic_blocks * plan->jr_chunks, threads);
+    int64_t best_cost = busiest_thread(panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
     for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks *= 2) {
         int64_t blocks = min64(max64(threads / chunks, 1), panels);
         if (ceil_div(panels, blocks) * plan->mr > mc_max)
             continue;
-        int64_t cost = ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
+        int64_t cost = busiest_thread(panels, columns, blocks, chunks, threads);
         if (cost < best_cost) {
             best_cost = cost;
             plan->ic_blocks = blocks;
@@ -376,7 +381,6 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
      * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
     plan.direct_c = plan.multi_pass && plan.splits == 1 && plain;
-    plan.prefetch_next_b = plan.kernel->format != CVF_CPU_PACK_BF16_TILES;
     plan.acc_ld = plan.nc + 16;
     plan.acc_stride =
         plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
@@ -661,21 +665,25 @@ static void pack_a_bf16(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, 
                    packed + (i / mr) * panel);
 }
 
-/* bf16-pair B micro-panels: element (p, j) at ((p / 2) * NR + j) * 2 + p % 2 of its panel. */
+/* bf16-pair B micro-panels (the BF16 and the AMX formats): element (p, j) at ((p / 2) * NR + j) * 2 +
+ * p % 2 of its panel, and zero pairs up to the format's depth (AMX: the tile depth). */
 static void pack_b_bf16(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
                         uint16_t *packed)
 {
     if (kc == 0) /* empty panels (and no address arithmetic on a view whose data may be NULL) */
         return;
-    const int64_t nr = plan->nr, panel = nr * round_up(kc, 2);
+    const int64_t nr = plan->nr, depth = cvf_cpu_pack_depth(plan->kernel->format, kc);
+    const int64_t pairs = ceil_div(kc, 2), panel = nr * depth;
     const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
-    if (b->col_stride == 1) {
+    if (b->col_stride == 1)
         pack_pair_rows(base + j0, b->row_stride, nc, nr, kc, packed, panel);
-        return;
+    for (int64_t j = 0; j < nc; j += nr) {
+        uint16_t *dst = packed + (j / nr) * panel;
+        if (b->col_stride != 1)
+            pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc, dst);
+        if (depth / 2 > pairs)
+            memset(dst + pairs * nr * 2, 0, sizeof(uint16_t) * (size_t)((depth / 2 - pairs) * nr * 2));
     }
-    for (int64_t j = 0; j < nc; j += nr)
-        pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc,
-                   packed + (j / nr) * panel);
 }
 
 #if defined(__SSE2__)
@@ -776,25 +784,6 @@ static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0,
     }
 }
 
-/* AMX B micro-panels: the bf16-pair layout, with zero pairs up to the tile depth. */
-static void pack_b_tiles(const gemm_plan *plan, const cvf_matrix *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
-                         uint16_t *packed)
-{
-    if (kc == 0)
-        return;
-    const int64_t nr = plan->nr, depth = cvf_cpu_pack_depth(CVF_CPU_PACK_BF16_TILES, kc);
-    const int64_t pairs = ceil_div(kc, 2), panel = nr * depth;
-    const uint16_t *base = (const uint16_t *)b->data + p0 * b->row_stride;
-    if (b->col_stride == 1)
-        pack_pair_rows(base + j0, b->row_stride, nc, nr, kc, packed, panel);
-    for (int64_t j = 0; j < nc; j += nr) {
-        uint16_t *dst = packed + (j / nr) * panel;
-        if (b->col_stride != 1)
-            pack_pairs(base + (j0 + j) * b->col_stride, b->col_stride, b->row_stride, min64(nr, nc - j), nr, kc, dst);
-        memset(dst + pairs * nr * 2, 0, sizeof(uint16_t) * (size_t)((depth / 2 - pairs) * nr * 2));
-    }
-}
-
 /* ---- the job ------------------------------------------------------------------------------- */
 
 /* One (jc, pc) pass: the NC-column block and the KC panel of K it covers. */
@@ -839,9 +828,7 @@ static void pack_b_share(const gemm_job *job, const gemm_pass *pass, int64_t tas
         return;
     int64_t j = first * plan->nr, width = min64(last * plan->nr, pass->nc) - j;
     char *packed = pass->packed_b + (size_t)(first * panel_elements(plan, pass->kc, plan->nr) * plan->elt);
-    if (plan->kernel->format == CVF_CPU_PACK_BF16_TILES) {
-        pack_b_tiles(plan, job->b, pass->p0, pass->kc, pass->j0 + j, width, (uint16_t *)packed);
-    } else if (plan->kernel->format == CVF_CPU_PACK_BF16) {
+    if (plan->kernel->format != CVF_CPU_PACK_F32) {
         pack_b_bf16(plan, job->b, pass->p0, pass->kc, pass->j0 + j, width, (uint16_t *)packed);
     } else {
         float *run = (float *)(job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread +
@@ -1078,7 +1065,7 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
         for (int64_t ir = 0; ir < mc; ir += plan->mr) {
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
-            if (next_b && plan->prefetch_next_b)
+            if (next_b && kernel->format != CVF_CPU_PACK_BF16_TILES)
                 for (int64_t l = ir / plan->mr * per_call, end = min64(l + per_call, lines); l < end; l++)
                     __builtin_prefetch(next_b + l * 64, 0, 2);
             if (job->fused_store) {
