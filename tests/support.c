@@ -667,6 +667,22 @@ cvf_matrix support_vector_as_row(const cvf_vector *v)
     return m;
 }
 
+cvf_matrix support_row_slice(const cvf_matrix *m, int64_t offset, int64_t length)
+{
+    cvf_matrix v = *m;
+    v.data = (char *)m->data + (size_t)(offset * m->row_stride) * cvf_dtype_size(m->dtype);
+    v.rows = length;
+    return v;
+}
+
+cvf_matrix support_col_slice(const cvf_matrix *m, int64_t offset, int64_t length)
+{
+    cvf_matrix v = *m;
+    v.data = (char *)m->data + (size_t)(offset * m->col_stride) * cvf_dtype_size(m->dtype);
+    v.cols = length;
+    return v;
+}
+
 /* Returns |got - want| / bound for one element: 0 when equal (NaN matching NaN, or equal
  * infinities), +Inf for a non-finite mismatch, and for any difference where the bound is 0. */
 static double bounded_ratio(double got, double want, double bound)

@@ -252,6 +252,10 @@ double support_underflow_floor(cvf_dtype dtype);
 /* A (1 x length) matrix view of a vector's elements (same memory). */
 cvf_matrix support_vector_as_row(const cvf_vector *v);
 
+/* Rows [offset, offset + length) of m, and columns [offset, offset + length), in place (any strides). */
+cvf_matrix support_row_slice(const cvf_matrix *m, int64_t offset, int64_t length);
+cvf_matrix support_col_slice(const cvf_matrix *m, int64_t offset, int64_t length);
+
 /* The outcome of comparing an output with its float64 answer element by element. */
 typedef struct support_bound_report {
     int64_t violations;       /* elements with |got - want| > bound (a NaN or infinite got where want

@@ -66,34 +66,6 @@ static cvf_vector as_vector(const cvf_matrix *m)
     return cvf_vector_dense(m->data, m->dtype, m->rows * m->cols);
 }
 
-static cvf_matrix rows_of(const cvf_matrix *m, int64_t off, int64_t len)
-{
-    cvf_matrix v = *m;
-    v.data = (char *)m->data + (size_t)(off * m->row_stride) * cvf_dtype_size(m->dtype);
-    v.rows = len;
-    return v;
-}
-
-static cvf_matrix cols_of(const cvf_matrix *m, int64_t off, int64_t len)
-{
-    cvf_matrix v = *m;
-    v.data = (char *)m->data + (size_t)off * cvf_dtype_size(m->dtype);
-    v.cols = len;
-    return v;
-}
-
-static double rel_error(const cvf_matrix *got, const cvf_matrix *want)
-{
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < want->rows; i++)
-        for (int64_t j = 0; j < want->cols; j++) {
-            double g = cvft_matrix_get(got, i, j), w = cvft_matrix_get(want, i, j);
-            num += (g - w) * (g - w);
-            den += w * w;
-        }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
 /* The MLP's tensors: host inputs, their device copies, and the answers. Index names below. */
 enum { X, W1, B1, W2, B2, GO, FC1IN, GELUIN, INPUTS };
 enum { Y, FC1, GELU, GX, GW1, GB1, GW2, GB2, OUTPUTS };
@@ -135,11 +107,11 @@ static cvf_status run_rank(const mlp *m, cvf_context *ctx, int32_t P, int32_t r,
     cvf_tensor_parallel tp = {0};
     if (P > 0)
         tp = (cvf_tensor_parallel){.size = P, .rank = r, .intermediate = m->I, .nccl_comm = comm, .flags = flags};
-    cvf_matrix b1 = cols_of(&m->dev[B1], off, len);
+    cvf_matrix b1 = support_col_slice(&m->dev[B1], off, len);
     cvf_mlp_forward_args fa = {.hidden_state = m->dev[X],
-                               .fc1_weight = rows_of(&m->dev[W1], off, len),
+                               .fc1_weight = support_row_slice(&m->dev[W1], off, len),
                                .fc1_bias = as_vector(&b1),
-                               .fc2_weight = cols_of(&m->dev[W2], off, len),
+                               .fc2_weight = support_col_slice(&m->dev[W2], off, len),
                                .fc2_bias = as_vector(&m->dev[B2]),
                                .fc1_output = d[FC1],
                                .gelu_output = d[GELU],
@@ -151,10 +123,10 @@ static cvf_status run_rank(const mlp *m, cvf_context *ctx, int32_t P, int32_t r,
         fprintf(stderr, "  forward: %s: %s\n", cvf_status_string(fs), cvf_context_last_error(ctx));
     cvf_mlp_backward_args ba = {.grad_output = m->dev[GO],
                                 .hidden_state = m->dev[X],
-                                .fc1_weight = rows_of(&m->dev[W1], off, len),
-                                .fc2_weight = cols_of(&m->dev[W2], off, len),
-                                .fc1_output = cols_of(&m->dev[FC1IN], off, len),
-                                .gelu_output = cols_of(&m->dev[GELUIN], off, len),
+                                .fc1_weight = support_row_slice(&m->dev[W1], off, len),
+                                .fc2_weight = support_col_slice(&m->dev[W2], off, len),
+                                .fc1_output = support_col_slice(&m->dev[FC1IN], off, len),
+                                .gelu_output = support_col_slice(&m->dev[GELUIN], off, len),
                                 .grad_hidden_state = d[GX],
                                 .grad_fc1_weight = d[GW1],
                                 .grad_fc1_bias = as_vector(&d[GB1]),
@@ -258,10 +230,10 @@ static void test_partial(const mlp *m, int32_t P)
             /* this rank's slice of the full answers (grad_fc2_bias: the whole, on every rank) */
             cvf_matrix want = m->want[o], plain = m->plain[o];
             if (o == FC1 || o == GELU || o == GB1 || o == GW2)
-                want = cols_of(&want, off, len), plain = cols_of(&plain, off, len);
+                want = support_col_slice(&want, off, len), plain = support_col_slice(&plain, off, len);
             else if (o == GW1)
-                want = rows_of(&want, off, len), plain = rows_of(&plain, off, len);
-            double er = rel_error(&got[o], &want), ep = rel_error(&got[o], &plain);
+                want = support_row_slice(&want, off, len), plain = support_row_slice(&plain, off, len);
+            double er = cvft_matrix_rel_error(&got[o], &want), ep = cvft_matrix_rel_error(&got[o], &plain);
             CHECK(er <= tol && ep <= tol, "%s rank %d: %s: relative error %.3g (reference), %.3g (single GPU) > %.3g",
                   label, (int)r, out_names[o], er, ep, tol);
         }
@@ -270,7 +242,7 @@ static void test_partial(const mlp *m, int32_t P)
     for (int k = 0; k < 2; k++) {
         cvf_matrix *sum = k ? &gx_sum : &y_sum;
         int o = k ? GX : Y;
-        double er = rel_error(sum, &m->want[o]), ep = rel_error(sum, &m->plain[o]);
+        double er = cvft_matrix_rel_error(sum, &m->want[o]), ep = cvft_matrix_rel_error(sum, &m->plain[o]);
         CHECK(er <= tol && ep <= tol, "%s: %s summed over the ranks: relative error %.3g (reference), %.3g (single "
               "GPU) > %.3g", label, out_names[o], er, ep, tol);
     }
@@ -312,7 +284,7 @@ static void test_one_rank_comm(const mlp *m)
               cvf_context_last_error(gpu));
         CHECK(same_bits(got, m->plain, &which), "%s flags %u: %s differs from the plain call's", label,
               (unsigned)flag_sets[f], which);
-        double e = got[Y].data ? rel_error(&got[Y], &m->want[Y]) : 1.0;
+        double e = got[Y].data ? cvft_matrix_rel_error(&got[Y], &m->want[Y]) : 1.0;
         CHECK(e <= cvft_tolerance(m->e), "%s: output against the reference: %.3g", label, e);
         free_all(got, OUTPUTS);
     }

@@ -129,24 +129,6 @@ static int full_create(full_mlp *f, int64_t S, int64_t H, int64_t I, cvf_dtype d
     return bad ? -1 : 0;
 }
 
-/* Rows [offset, offset + length) of a dense row-major matrix, in place. */
-static cvf_matrix row_slice(const cvf_matrix *m, int64_t offset, int64_t length)
-{
-    cvf_matrix v = *m;
-    v.data = (char *)m->data + (size_t)(offset * m->row_stride) * cvf_dtype_size(m->dtype);
-    v.rows = length;
-    return v;
-}
-
-/* Columns [offset, offset + length) of a dense row-major matrix, in place. */
-static cvf_matrix col_slice(const cvf_matrix *m, int64_t offset, int64_t length)
-{
-    cvf_matrix v = *m;
-    v.data = (char *)m->data + (size_t)offset * cvf_dtype_size(m->dtype);
-    v.cols = length;
-    return v;
-}
-
 /* Elements [offset, offset + length) of a dense vector, in place. */
 static cvf_vector vec_slice(const cvf_vector *v, int64_t offset, int64_t length)
 {
@@ -156,30 +138,11 @@ static cvf_vector vec_slice(const cvf_vector *v, int64_t offset, int64_t length)
     return s;
 }
 
-/* Relative Frobenius error of got (any dtype, any view) against want (any dtype, same shape). */
-static double rel_error(const cvf_matrix *got, const cvf_matrix *want)
-{
-    double num = 0.0, den = 0.0;
-    for (int64_t i = 0; i < want->rows; i++)
-        for (int64_t j = 0; j < want->cols; j++) {
-            double g = cvft_matrix_get(got, i, j), w = cvft_matrix_get(want, i, j);
-            num += (g - w) * (g - w);
-            den += w * w;
-        }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
-
-/* A vector as a (1 x n) matrix view. */
-static cvf_matrix as_row(const cvf_vector *v)
-{
-    return support_vector_as_row(v);
-}
-
 /* Checks got against the reference answer want and the CPU's full answer cpu, within tol. */
 static void check_close(const char *label, const char *name, const cvf_matrix *got, const cvf_matrix *want,
                         const cvf_matrix *cpu, double tol)
 {
-    double e_ref = rel_error(got, want), e_cpu = rel_error(got, cpu);
+    double e_ref = cvft_matrix_rel_error(got, want), e_cpu = cvft_matrix_rel_error(got, cpu);
     CHECK(e_ref <= tol, "%s: %s: relative error %.3g against the float64 reference of the full MLP > %.3g", label, name,
           e_ref, tol);
     CHECK(e_cpu <= tol, "%s: %s: relative error %.3g against the full single-rank CPU result > %.3g", label, name,
@@ -248,9 +211,9 @@ static void run_split(const full_mlp *f, int32_t P, cvf_context *ctx, const char
         }
         cvf_tensor_parallel tp = {.size = P, .rank = r, .intermediate = f->I};
         cvf_mlp_forward_args fa = {.hidden_state = f->x,
-                                   .fc1_weight = row_slice(&f->w1, off, len),
+                                   .fc1_weight = support_row_slice(&f->w1, off, len),
                                    .fc1_bias = vec_slice(&f->b1, off, len),
-                                   .fc2_weight = col_slice(&f->w2, off, len),
+                                   .fc2_weight = support_col_slice(&f->w2, off, len),
                                    .fc2_bias = f->b2,
                                    .fc1_output = o.fc1.view,
                                    .gelu_output = o.gelu.view,
@@ -264,17 +227,17 @@ static void run_split(const full_mlp *f, int32_t P, cvf_context *ctx, const char
         check_written(rl, "output", &o.y);
         check_written(rl, "fc1_output", &o.fc1);
         check_written(rl, "gelu_output", &o.gelu);
-        cvf_matrix want = col_slice(&f->y_fc1, off, len), cpu = col_slice(&f->c_fc1, off, len);
+        cvf_matrix want = support_col_slice(&f->y_fc1, off, len), cpu = support_col_slice(&f->c_fc1, off, len);
         check_close(rl, "fc1_output (this rank's columns)", &o.fc1.view, &want, &cpu, tol);
-        want = col_slice(&f->y_gelu, off, len), cpu = col_slice(&f->c_gelu, off, len);
+        want = support_col_slice(&f->y_gelu, off, len), cpu = support_col_slice(&f->c_gelu, off, len);
         check_close(rl, "gelu_output (this rank's columns)", &o.gelu.view, &want, &cpu, tol);
 
         cvf_mlp_backward_args ba = {.grad_output = f->go,
                                     .hidden_state = f->x,
-                                    .fc1_weight = row_slice(&f->w1, off, len),
-                                    .fc2_weight = col_slice(&f->w2, off, len),
-                                    .fc1_output = col_slice(&f->fc1, off, len),
-                                    .gelu_output = col_slice(&f->gelu_out, off, len),
+                                    .fc1_weight = support_row_slice(&f->w1, off, len),
+                                    .fc2_weight = support_col_slice(&f->w2, off, len),
+                                    .fc1_output = support_col_slice(&f->fc1, off, len),
+                                    .gelu_output = support_col_slice(&f->gelu_out, off, len),
                                     .grad_hidden_state = o.gx.view,
                                     .grad_fc1_weight = o.gw1.view,
                                     .grad_fc1_bias = o.gb1.view,
@@ -289,15 +252,15 @@ static void run_split(const full_mlp *f, int32_t P, cvf_context *ctx, const char
         check_written(rl, "grad_fc2_weight", &o.gw2);
         check_vector_written(rl, "grad_fc1_bias", &o.gb1);
         check_vector_written(rl, "grad_fc2_bias", &o.gb2);
-        want = row_slice(&f->gw1, off, len), cpu = row_slice(&f->c_gw1, off, len);
+        want = support_row_slice(&f->gw1, off, len), cpu = support_row_slice(&f->c_gw1, off, len);
         check_close(rl, "grad_fc1_weight (this rank's rows)", &o.gw1.view, &want, &cpu, tol);
-        want = col_slice(&f->gw2, off, len), cpu = col_slice(&f->c_gw2, off, len);
+        want = support_col_slice(&f->gw2, off, len), cpu = support_col_slice(&f->c_gw2, off, len);
         check_close(rl, "grad_fc2_weight (this rank's columns)", &o.gw2.view, &want, &cpu, tol);
         cvf_vector wv = vec_slice(&f->gb1, off, len), cv = vec_slice(&f->c_gb1, off, len);
-        want = as_row(&wv), cpu = as_row(&cv);
-        cvf_matrix got = as_row(&o.gb1.view);
+        want = support_vector_as_row(&wv), cpu = support_vector_as_row(&cv);
+        cvf_matrix got = support_vector_as_row(&o.gb1.view);
         check_close(rl, "grad_fc1_bias (this rank's slice)", &got, &want, &cpu, tol);
-        want = as_row(&f->gb2), cpu = as_row(&f->c_gb2), got = as_row(&o.gb2.view);
+        want = support_vector_as_row(&f->gb2), cpu = support_vector_as_row(&f->c_gb2), got = support_vector_as_row(&o.gb2.view);
         check_close(rl, "grad_fc2_bias (every rank: the full sum)", &got, &want, &cpu, tol);
 
         for (int64_t i = 0; i < S; i++)
@@ -341,13 +304,13 @@ static void run_split_reference(const full_mlp *f, int32_t P)
             break;
         }
         cvf_tensor_parallel tp = {.size = P, .rank = r, .intermediate = f->I};
-        cvf_mlp_forward_args fa = {.hidden_state = x, .fc1_weight = row_slice(&w1, off, len),
-                                   .fc1_bias = vec_slice(&b1, off, len), .fc2_weight = col_slice(&w2, off, len),
+        cvf_mlp_forward_args fa = {.hidden_state = x, .fc1_weight = support_row_slice(&w1, off, len),
+                                   .fc1_bias = vec_slice(&b1, off, len), .fc2_weight = support_col_slice(&w2, off, len),
                                    .fc2_bias = b2, .fc1_output = f1, .gelu_output = g1, .output = y,
                                    .gelu = f->gelu, .tp = tp};
-        cvf_mlp_backward_args ba = {.grad_output = go, .hidden_state = x, .fc1_weight = row_slice(&w1, off, len),
-                                    .fc2_weight = col_slice(&w2, off, len), .fc1_output = col_slice(&fc1, off, len),
-                                    .gelu_output = col_slice(&ge, off, len), .grad_hidden_state = gx,
+        cvf_mlp_backward_args ba = {.grad_output = go, .hidden_state = x, .fc1_weight = support_row_slice(&w1, off, len),
+                                    .fc2_weight = support_col_slice(&w2, off, len), .fc1_output = support_col_slice(&fc1, off, len),
+                                    .gelu_output = support_col_slice(&ge, off, len), .grad_hidden_state = gx,
                                     .grad_fc1_weight = gw1, .grad_fc1_bias = gb1, .grad_fc2_weight = gw2,
                                     .grad_fc2_bias = gb2, .gelu = f->gelu, .tp = tp};
         cvf_status fs = cvf_mlp_forward(ref_ctx, &fa), bs = cvf_mlp_backward(ref_ctx, &ba);
@@ -357,18 +320,18 @@ static void run_split_reference(const full_mlp *f, int32_t P)
             ((double *)y_sum.data)[i] += ((double *)y.data)[i];
             ((double *)gx_sum.data)[i] += ((double *)gx.data)[i];
         }
-        cvf_matrix want = col_slice(&f->y_gelu, off, len), want_gw2 = col_slice(&f->gw2, off, len);
-        CHECK(rel_error(&g1, &want) <= 1e-12, "reference P=%d rank %d: gelu_output slice", (int)P, (int)r);
-        CHECK(rel_error(&gw2, &want_gw2) <= 1e-12, "reference P=%d rank %d: grad_fc2_weight slice", (int)P, (int)r);
-        cvf_matrix gb2m = as_row(&gb2), want_gb2 = as_row(&f->gb2);
-        CHECK(rel_error(&gb2m, &want_gb2) <= 1e-12, "reference P=%d rank %d: grad_fc2_bias", (int)P, (int)r);
+        cvf_matrix want = support_col_slice(&f->y_gelu, off, len), want_gw2 = support_col_slice(&f->gw2, off, len);
+        CHECK(cvft_matrix_rel_error(&g1, &want) <= 1e-12, "reference P=%d rank %d: gelu_output slice", (int)P, (int)r);
+        CHECK(cvft_matrix_rel_error(&gw2, &want_gw2) <= 1e-12, "reference P=%d rank %d: grad_fc2_weight slice", (int)P, (int)r);
+        cvf_matrix gb2m = support_vector_as_row(&gb2), want_gb2 = support_vector_as_row(&f->gb2);
+        CHECK(cvft_matrix_rel_error(&gb2m, &want_gb2) <= 1e-12, "reference P=%d rank %d: grad_fc2_bias", (int)P, (int)r);
         cvf_matrix *ms[] = {&y, &f1, &g1, &gx, &gw1, &gw2};
         for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
             free(ms[i]->data);
         free(gb1.data);
         free(gb2.data);
     }
-    double ey = rel_error(&y_sum, &f->y), egx = rel_error(&gx_sum, &f->gx);
+    double ey = cvft_matrix_rel_error(&y_sum, &f->y), egx = cvft_matrix_rel_error(&gx_sum, &f->gx);
     CHECK(ey <= 1e-12, "reference P=%d: output summed over the ranks: relative error %.3g (fc2_bias once?)", (int)P, ey);
     CHECK(egx <= 1e-12, "reference P=%d: grad_hidden_state summed: relative error %.3g", (int)P, egx);
     cvf_matrix *ms[] = {&x, &w1, &w2, &go, &fc1, &ge, &y_sum, &gx_sum};
