@@ -49,13 +49,19 @@ def _autocast_dtype(device_type):
 
 
 class _MlpFunction(torch.autograd.Function):
+    """The fused MLP; with tp = (size, rank, intermediate), one rank of a tensor-parallel MLP:
+    cvfuse's partial mode, then torch.distributed.all_reduce over group of the partial output
+    (forward) and of the partial grad_x (backward)."""
+
     @staticmethod
-    def forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate):
+    def forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, group=None, tp=None):
         output, fc1_output, gelu_output = cvfuse.mlp_forward(
-            x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate=approximate
+            x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate=approximate, tensor_parallel=tp
         )
+        if tp is not None:
+            torch.distributed.all_reduce(output, group=group)  # rank 0's partial carried fc2_bias
         ctx.save_for_backward(x, fc1_weight, fc2_weight, fc1_output, gelu_output)
-        ctx.approximate = approximate
+        ctx.approximate, ctx.group, ctx.tp = approximate, group, tp
         ctx.biases = (fc1_bias is not None, fc2_bias is not None)
         return output
 
@@ -64,14 +70,19 @@ class _MlpFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         x, fc1_weight, fc2_weight, fc1_output, gelu_output = ctx.saved_tensors
         grad_x, grad_w1, grad_b1, grad_w2, grad_b2 = cvfuse.mlp_backward(
-            grad_output, x, fc1_weight, fc2_weight, fc1_output, gelu_output, approximate=ctx.approximate
+            grad_output if ctx.tp is None else grad_output.contiguous(), x, fc1_weight, fc2_weight, fc1_output,
+            gelu_output, approximate=ctx.approximate, tensor_parallel=ctx.tp,
         )
+        if ctx.tp is not None:
+            torch.distributed.all_reduce(grad_x, group=ctx.group)  # the partials of grad_x summed
         return (
             grad_x,
             grad_w1,
             grad_b1 if ctx.biases[0] else None,
             grad_w2,
-            grad_b2 if ctx.biases[1] else None,
+            grad_b2 if ctx.biases[1] else None,  # with tp, already the full sum: grad_output is replicated
+            None,
+            None,
             None,
         )
 
@@ -100,42 +111,7 @@ def mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate="none"):
             x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate=approximate, save_intermediates=False
         )
         return output
-    return _MlpFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate)
-
-
-class _TpMlpFunction(torch.autograd.Function):
-    """One rank of a tensor-parallel MLP: cvfuse's partial mode + torch.distributed.all_reduce."""
-
-    @staticmethod
-    def forward(ctx, x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, group, tp):
-        output, fc1_output, gelu_output = cvfuse.mlp_forward(
-            x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate=approximate, tensor_parallel=tp
-        )
-        torch.distributed.all_reduce(output, group=group)  # rank 0's partial carried fc2_bias
-        ctx.save_for_backward(x, fc1_weight, fc2_weight, fc1_output, gelu_output)
-        ctx.approximate, ctx.group, ctx.tp = approximate, group, tp
-        ctx.biases = (fc1_bias is not None, fc2_bias is not None)
-        return output
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad_output):
-        x, fc1_weight, fc2_weight, fc1_output, gelu_output = ctx.saved_tensors
-        grad_x, grad_w1, grad_b1, grad_w2, grad_b2 = cvfuse.mlp_backward(
-            grad_output.contiguous(), x, fc1_weight, fc2_weight, fc1_output, gelu_output,
-            approximate=ctx.approximate, tensor_parallel=ctx.tp,
-        )
-        torch.distributed.all_reduce(grad_x, group=ctx.group)  # the partials of grad_x summed
-        return (
-            grad_x,
-            grad_w1,
-            grad_b1 if ctx.biases[0] else None,
-            grad_w2,
-            grad_b2 if ctx.biases[1] else None,  # already the full sum: grad_output is replicated
-            None,
-            None,
-            None,
-        )
+    return _MlpFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, None, None)
 
 
 def tp_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, group=None, intermediate=None, approximate="none"):
@@ -170,7 +146,7 @@ def tp_mlp(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, *, group=None, interme
             for t in (x, fc1_weight, fc1_bias, fc2_weight, fc2_bias)
         )
     tp = (size, rank, intermediate)
-    return _TpMlpFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, group, tp)
+    return _MlpFunction.apply(x, fc1_weight, fc1_bias, fc2_weight, fc2_bias, approximate, group, tp)
 
 
 def _pair(value):
