@@ -712,17 +712,18 @@ static inline void transpose_8x8(const uint16_t *src, int64_t ss, uint16_t *dst,
 #endif
 
 /*
- * One AMX A micro-panel from a transposed view: A[r][p] = src[p * ps + r] (r < rows, p < kc, r
- * contiguous), into panel[((p / KT) * mr + r) * KT + p % KT], zero for p in [kc, depth); rows past
- * `rows` are the caller's.
+ * One AMX A micro-panel from a view whose rows are not contiguous: A[r][p] = src[r * rs + p * ps]
+ * (r < rows, p < kc) into panel[((p / KT) * mr + r) * KT + p % KT], zero for p in [kc, depth); rows
+ * past `rows` are the caller's. A transposed view (rs == 1, A^T stored) goes by SSE2 8 x 8
+ * transposes, the rest one column of A at a time.
  */
-static void transpose_tiles(const uint16_t *src, int64_t ps, int64_t rows, int64_t kc, int64_t depth, int64_t mr,
-                            uint16_t *panel)
+static void transpose_tiles(const uint16_t *src, int64_t rs, int64_t ps, int64_t rows, int64_t kc, int64_t depth,
+                            int64_t mr, uint16_t *panel)
 {
     const int64_t kt = CVF_CPU_TILE_DEPTH;
     int64_t p = 0;
 #if defined(__SSE2__)
-    for (; p + 8 <= kc; p += 8) { /* 8 values of K for 8 rows at a time */
+    for (; rs == 1 && p + 8 <= kc; p += 8) { /* 8 values of K for 8 rows at a time */
         uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
         int64_t r = 0;
         for (; r + 8 <= rows; r += 8)
@@ -736,7 +737,7 @@ static void transpose_tiles(const uint16_t *src, int64_t ps, int64_t rows, int64
         uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
         const uint16_t *column = src + min64(p, kc - 1) * ps; /* no pointer past A */
         for (int64_t r = 0; r < rows; r++)
-            d[r * kt] = p < kc ? column[r] : 0;
+            d[r * kt] = p < kc ? column[r * rs] : 0;
     }
 }
 
@@ -769,15 +770,8 @@ static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0,
                     memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
                 }
             }
-        } else if (rs == 1) { /* a transposed view (A^T stored): 8 x 8 transposes, scalar at the edges */
-            transpose_tiles(base + i, ps, rows, kc, depth, mr, panel);
-        } else { /* any other view: one column of A at a time */
-            for (int64_t p = 0; p < depth; p++) {
-                uint16_t *d = panel + (p / kt) * mr * kt + p % kt;
-                const uint16_t *column = base + i * rs + min64(p, kc - 1) * ps; /* no pointer past A */
-                for (int64_t r = 0; r < rows; r++)
-                    d[r * kt] = p < kc ? column[r * rs] : 0;
-            }
+        } else {
+            transpose_tiles(base + i * rs, rs, ps, rows, kc, depth, mr, panel);
         }
         for (int64_t t = 0; t < depth / kt; t++) /* rows past the edge */
             memset(panel + (t * mr + rows) * kt, 0, sizeof(uint16_t) * (size_t)((mr - rows) * kt));
