@@ -71,7 +71,7 @@ int main(void)
         int32_t limit = 1 + (j * 31) % (POOL_THREADS + 2);
         if (!run_job(pool, count, limit, j))
             failures++;
-        if (j % 2000 == 1999) { /* long enough for every worker to stop spinning and sleep */
+        if (j % 200 == 199) { /* long enough for every worker to stop spinning and sleep (100 times) */
             struct timespec pause = {0, 2 * 1000 * 1000};
             nanosleep(&pause, NULL);
         }
