@@ -79,6 +79,13 @@ typedef struct pair_acc {
     __m512 v[MR / 2][NV][2]; /* [pair][vector][even, odd] */
 } pair_acc;
 
+/* Bytes from one row of C to the next; 0 for a one-row corner, whose view may have any row stride
+ * (INT64_MAX among them: ldc * size would overflow, and is never needed). */
+static inline int64_t row_bytes(int64_t ldc, int64_t size, int64_t m)
+{
+    return m > 1 ? ldc * size : 0;
+}
+
 /* acc = A B over kc steps of the packed micro-panels, as row pairs (see pair_acc). The k loop is
  * inline assembly on fixed registers: B's two vectors loaded with even and odd lanes duplicated
  * (zmm0-3), pairs of A broadcast as 64-bit lanes (zmm4-7), the 24 accumulators in zmm8-31. */
@@ -90,8 +97,8 @@ static inline __attribute__((always_inline)) void tile_product(int64_t kc, const
     /* C's rows are requested one per iteration of the main loop, from the iteration with
      * C_LEAD + m iterations left: all at once before the loop, the lines missing to L3 filled the
      * line-fill buffers and stalled the loop (11% of the kernel's samples in a 2048^3 product) */
-    int64_t pf_from = m + C_LEAD;
-    const char *c_end = c + m * ldc_bytes;
+    int64_t pf_from = m + C_LEAD, c_rows = m; /* rows of C still to request (a count: c + m * ldc_bytes
+                                                * may lie past C, or overflow for a one-row view) */
     __asm__ volatile(ZERO(8) ZERO(9) ZERO(10) ZERO(11) ZERO(12) ZERO(13) ZERO(14) ZERO(15) ZERO(16) ZERO(17) ZERO(18)
                          ZERO(19) ZERO(20) ZERO(21) ZERO(22) ZERO(23) ZERO(24) ZERO(25) ZERO(26) ZERO(27) ZERO(28)
                              ZERO(29) ZERO(30) ZERO(31)
@@ -103,12 +110,13 @@ static inline __attribute__((always_inline)) void tile_product(int64_t kc, const
                      "prefetcht0 " A_PREFETCH "+128(%[a])\n\t" STEP(2) STEP(3)
                      "cmp %[pf_from], %[quads]\n\t"
                      "ja 5f\n\t"
-                     "cmp %[c_end], %[c]\n\t"
-                     "jae 5f\n\t"
+                     "test %[c_rows], %[c_rows]\n\t"
+                     "jz 5f\n\t"
                      "prefetcht0 (%[c])\n\t"
                      "prefetcht0 64(%[c])\n\t"
                      "prefetcht0 124(%[c])\n\t"
-                     "add %[ldc], %[c]\n"
+                     "add %[ldc], %[c]\n\t"
+                     "dec %[c_rows]\n"
                      "5:\n\t"
                      "add $192, %[a]\n\t"
                      "add $512, %[b]\n\t"
@@ -124,8 +132,9 @@ static inline __attribute__((always_inline)) void tile_product(int64_t kc, const
                      "4:\n\t" SAVE(8) SAVE(9) SAVE(10) SAVE(11) SAVE(12) SAVE(13) SAVE(14) SAVE(15) SAVE(16) SAVE(17)
                          SAVE(18) SAVE(19) SAVE(20) SAVE(21) SAVE(22) SAVE(23) SAVE(24) SAVE(25) SAVE(26) SAVE(27)
                              SAVE(28) SAVE(29) SAVE(30) SAVE(31)
-                     : [a] "+r"(a), [b] "+r"(b), [quads] "+r"(quads), [rest] "+r"(rest), [c] "+r"(c)
-                     : [acc] "r"(acc->v), [pf_from] "r"(pf_from), [c_end] "r"(c_end), [ldc] "r"(ldc_bytes)
+                     : [a] "+r"(a), [b] "+r"(b), [quads] "+r"(quads), [rest] "+r"(rest), [c] "+r"(c),
+                       [c_rows] "+r"(c_rows)
+                     : [acc] "r"(acc->v), [pf_from] "r"(pf_from), [ldc] "r"(ldc_bytes)
                      : "cc", "memory", "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9",
                        "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19",
                        "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29",
@@ -145,7 +154,7 @@ void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_pa
                                int64_t n, int accumulate)
 {
     pair_acc acc;
-    tile_product(kc, a_panel, b_panel, &acc, (const char *)cp, ldc * 4, m);
+    tile_product(kc, a_panel, b_panel, &acc, (const char *)cp, row_bytes(ldc, 4, m), m);
     __mmask16 mk[NV];
     _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
     {
@@ -196,7 +205,7 @@ void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void
 {
     pair_acc acc;
     int64_t size = out->dtype == CVF_F32 ? 4 : 2;
-    tile_product(kc, a_panel, b_panel, &acc, (const char *)out->c, out->ldc * size, m);
+    tile_product(kc, a_panel, b_panel, &acc, (const char *)out->c, row_bytes(out->ldc, size, m), m);
     __mmask16 mk[NV];
     column_masks(n, mk);
     __m512 bias[NV];
