@@ -469,8 +469,10 @@ typedef struct cvf_kernel_info {
     /* How the kernel runs, where a backend plans it (the CUDA backend); zeros and "" otherwise. */
     const char *engine;             /* the kernel that runs it, e.g. "sm90 TMA+wgmma", "simple", "column sums" */
     int32_t tile_m, tile_n, tile_k; /* output tile and K step of one work unit */
-    int32_t splits;                 /* K slices per output tile, added in a fixed order (1: none) */
-    int64_t units;                  /* work units: output tiles x splits */
+    int32_t splits;                 /* at most this many K pieces per output tile, added in a fixed
+                                       order (1: none) */
+    int64_t units;                  /* work units: the output tiles when splits is 1; else (stream-K)
+                                       equal runs of the tiles' K steps, which may cut tiles */
     int32_t stream;                 /* 0: the context's stream; 1, 2 (3: a tensor-parallel all-reduce):
                                        side streams forked from it and joined into it before the call
                                        returns */

@@ -43,6 +43,7 @@ int main(void)
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static cvf_context *reference_ctx, *fast_ctx, *simple_ctx;
+static cvf_context *own_ctx; /* created under CVF_CUDA_ENGINE=own: our kernels on every call they can take */
 static bool hopper;
 static bool quick;     /* --quick: small cases only (for compute-sanitizer) */
 static bool host_mode; /* --host-check: the CPU backend stands in for the GPU (no CUDA calls) */
@@ -1312,6 +1313,9 @@ static void capture_check(mlp_fixture *f, const mlp_runner *r)
 {
     char run[256];
     snprintf(run, sizeof run, "%s [%s, CUDA graph replay]", f->label, r->name);
+    /* The replay must give the bits of the same context's eager run, the runner's just before (under
+     * auto a context measures its own engines, so the first run's bits are not demanded). */
+    save_first(f);
     poison_outputs(f, r);
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "%s: CUDA error before capture", run);
     cudaGraph_t graph = NULL;
@@ -1446,8 +1450,9 @@ static void test_mlp(void)
 
 /* ---- the MLP backward plan on CUDA ---------------------------------------------------------- */
 
-/* Checks one kernel of a CUDA plan: a GEMM is scheduled (engine, tiles, units = tiles x splits,
- * splits 1 or 2); every kernel runs on stream 0, 1 or 2. */
+/* Checks one kernel of a CUDA plan: a GEMM is scheduled (engine, tiles; units = tiles when not
+ * split, else stream-K: 2 to k_steps pieces per tile and no more units than the tiles' K steps);
+ * every kernel runs on stream 0, 1 or 2. */
 static void check_plan_kernel(const char *label, const cvf_kernel_info *k)
 {
     bool gemm = k->kind != CVF_KERNEL_REDUCTION;
@@ -1460,13 +1465,15 @@ static void check_plan_kernel(const char *label, const cvf_kernel_info *k)
         return; /* the vendor's kernel: no tiles of ours */
     CHECK(k->tile_m > 0 && k->tile_n > 0 && k->tile_k > 0, "%s: %s: tiles %dx%dx%d, expected all > 0", label, k->name,
           (int)k->tile_m, (int)k->tile_n, (int)k->tile_k);
-    CHECK(k->splits == 1 || k->splits == 2, "%s: %s: splits %d, expected 1 or 2", label, k->name, (int)k->splits);
-    if (k->tile_m > 0 && k->tile_n > 0) {
+    if (k->tile_m > 0 && k->tile_n > 0 && k->tile_k > 0) {
         int64_t tiles = ((k->m + k->tile_m - 1) / k->tile_m) * ((k->n + k->tile_n - 1) / k->tile_n);
-        CHECK(k->units > 0 && k->units == tiles * k->splits,
-              "%s: %s (%lld x %lld x %lld): units %lld, expected %lld tiles of %dx%d x %d splits", label, k->name,
-              (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->units, (long long)tiles, (int)k->tile_m,
-              (int)k->tile_n, (int)k->splits);
+        int64_t k_steps = (k->k + k->tile_k - 1) / k->tile_k;
+        CHECK(k->splits >= 1 && k->splits <= (k_steps > 1 ? k_steps : 1), "%s: %s: splits %d, expected 1 to %lld",
+              label, k->name, (int)k->splits, (long long)k_steps);
+        CHECK(k->splits == 1 ? k->units == tiles : k->units > 0 && k->units <= tiles * k_steps,
+              "%s: %s (%lld x %lld x %lld): units %lld with %d splits, for %lld tiles of %dx%d and %lld K steps",
+              label, k->name, (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->units, (int)k->splits,
+              (long long)tiles, (int)k->tile_m, (int)k->tile_n, (long long)k_steps);
     }
 }
 
@@ -1510,6 +1517,80 @@ static void test_mlp_plan(void)
     check_plan(simple_ctx, "cuda simple", 12608, 768, 3072, CVF_BF16, false);
     check_plan(fast_ctx, "cuda", 4099, 256, 512, CVF_BF16, false);
     check_plan(fast_ctx, "cuda", 197, 768, 3072, CVF_F32, false);
+}
+
+/* Runs case c on the context of our kernels under CVF_CUDA_SPLITK=split (N: stream-K over N units;
+ * kN: N K parts per tile; 1: whole tiles), checks it against the reference, and runs it again: C,
+ * aux_out and bias_grad must come out bit-identical (the pieces of a cut tile are added in K
+ * order, whichever finished first). */
+static void run_forced_case(const support_matmul_case *c, const char *split)
+{
+    setenv("CVF_CUDA_SPLITK", split, 1);
+    gpu_fixture *g = malloc(sizeof *g);
+    if (CHECK(g != NULL, "out of memory") && gpu_setup(g, c)) {
+        char label[400];
+        snprintf(label, sizeof label, "%.320s [CVF_CUDA_SPLITK=%.8s]", g->f.label, split);
+        cvf_status status = gpu_run(g, own_ctx);
+        if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", label, cvf_status_string(status),
+                  cvf_context_last_error(own_ctx))) {
+            support_matmul_check(&g->f, label);
+            if (hopper && fast_eligible(c))
+                CHECK(strcmp(cvf_cuda_last_kernel(own_ctx), "sm90") == 0, "%s: ran '%s', expected sm90", label,
+                      cvf_cuda_last_kernel(own_ctx));
+            support_buffer *outs[3] = {&g->f.c.buffer, &g->f.aux_out.buffer, &g->f.bias_grad.buffer};
+            unsigned char *first[3] = {NULL, NULL, NULL};
+            for (int i = 0; i < 3; i++)
+                if (outs[i]->size && (first[i] = malloc(outs[i]->size)) != NULL)
+                    memcpy(first[i], outs[i]->bytes, outs[i]->size);
+            gpu_run(g, own_ctx);
+            static const char *names[3] = {"C", "aux_out", "bias_grad"};
+            for (int i = 0; i < 3; i++) {
+                if (!outs[i]->size)
+                    continue;
+                CHECK(first[i] && memcmp(first[i], outs[i]->bytes, outs[i]->size) == 0,
+                      "%s: %s differs in its bits between two runs", label, names[i]);
+                free(first[i]);
+            }
+        }
+    }
+    if (g)
+        gpu_teardown(g);
+    free(g);
+    unsetenv("CVF_CUDA_SPLITK");
+}
+
+/* Section: tiles cut into pieces: stream-K units that cut tiles into 2 to many pieces and units
+ * that span several tiles; split-K into 2, 3 and 7 K parts; tails in M, N and K, every epilogue
+ * family, both operand layouts. */
+static void test_cut_tiles(void)
+{
+    static const struct {
+        int64_t m, n, k;
+        const char *split;
+    } shapes[] = {
+        {296, 520, 640, "7"},     /* 9 tiles x 10 K steps in 7 units: cuts and whole tiles */
+        {136, 8, 4000, "11"},     /* 2 tiles x 63 steps: up to 7 pieces a tile */
+        {200, 264, 72, "5"},      /* 4 tiles x 2 steps in 5 units */
+        {136, 264, 1000, "3"},    /* 4 tiles x 16 steps in 3 units: units span tiles */
+        {1000, 1000, 1000, "50"}, /* 32 tiles x 16 steps */
+        {64, 64, 64, "4"},        /* one step: no cut possible (one unit) */
+        {296, 520, 640, "k3"},    /* 9 tiles in 3 K parts of 3-4 steps */
+        {136, 8, 4000, "k7"},     /* 7 parts of 9 steps */
+        {200, 264, 136, "k2"},    /* 2 parts with a K tail in the second */
+    };
+    static const int epilogues[] = {3 | 16 /* dgelu, grad */, 2 | 4 | 8 | 16 /* gelu, bias, aux_out, grad */,
+                                    1 /* relu */, 0};
+    static const unsigned lays[] = {0, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED};
+    uint64_t seed = 9000;
+    for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
+        for (size_t e = 0; e < ARRAY_SIZE(epilogues); e++)
+            for (size_t l = 0; l < ARRAY_SIZE(lays); l++) {
+                if (quick && (s > 2 || (e + l) % 2))
+                    continue;
+                support_matmul_case c = support_make_matmul_case(shapes[s].m, shapes[s].n, shapes[s].k,
+                                                                 &combos[(s + e) % 2], epilogues[e], lays[l], seed++);
+                run_forced_case(&c, shapes[s].split);
+            }
 }
 
 /* Section for compute-sanitizer (--quick): a few small cases through both kernels. */
@@ -1707,6 +1788,17 @@ static bool create_cuda_contexts(void)
     unsetenv("CVF_CUDA_KERNEL");
     if (status != CVF_STATUS_SUCCESS || cudaStreamCreateWithFlags(&user_stream, cudaStreamNonBlocking) != cudaSuccess)
         return false;
+    const char *engine = getenv("CVF_CUDA_ENGINE");
+    char *saved = engine ? strdup(engine) : NULL;
+    setenv("CVF_CUDA_ENGINE", "own", 1);
+    status = cvf_context_create(&cuda, &own_ctx);
+    if (saved)
+        setenv("CVF_CUDA_ENGINE", saved, 1);
+    else
+        unsetenv("CVF_CUDA_ENGINE");
+    free(saved);
+    if (status != CVF_STATUS_SUCCESS)
+        return false;
     cvf_context_options on_stream = {CVF_DEVICE_CUDA, 0, 0, user_stream};
     return cvf_context_create(&on_stream, &stream_ctx) == CVF_STATUS_SUCCESS;
 }
@@ -1757,6 +1849,7 @@ int main(int argc, char **argv)
         section("cross product", test_cross_product);
         section("column sum", test_column_sum);
     }
+    section("cut tiles", test_cut_tiles);
     section("mlp", test_mlp);
     section("mlp plan", test_mlp_plan);
     if (!quick)
@@ -1767,6 +1860,7 @@ int main(int argc, char **argv)
     cvf_context_destroy(stream_ctx);
     cudaStreamDestroy(user_stream);
     cvf_context_destroy(simple_ctx);
+    cvf_context_destroy(own_ctx);
     cvf_context_destroy(fast_ctx);
     cvf_context_destroy(reference_ctx);
     return test_report("test_cuda");

@@ -27,10 +27,13 @@ extern "C" {
 #endif
 
 /* Where a kernel is enqueued: a stream and the lane it belongs to (0: the context's stream, 1, 2:
- * the MLP's side streams), which picks the lane's scheduler block of the fast kernel. */
+ * the MLP's side streams), which picks the lane's scheduler block of the fast kernel; beside:
+ * other lanes' kernels may run at the same time (the fast kernel then keeps whole tiles, whose
+ * last wave leaves SMs to them, instead of cutting tiles to fill every SM itself). */
 typedef struct cvf_cuda_launch {
     void *stream; /* cudaStream_t */
     int32_t lane;
+    int32_t beside;
 } cvf_cuda_launch;
 
 /* How a GEMM may be run. */
@@ -90,7 +93,7 @@ static inline cvf_cuda_state *cvf_cuda_state_of(const cvf_context *ctx)
 /* The context's own stream, as a launch on lane 0. */
 static inline cvf_cuda_launch cvf_cuda_main_launch(const cvf_context *ctx)
 {
-    cvf_cuda_launch launch = {ctx->stream, 0};
+    cvf_cuda_launch launch = {ctx->stream, 0, 0};
     return launch;
 }
 
@@ -145,9 +148,10 @@ bool cvf_cuda_gemm_prefer(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
 void cvf_cuda_gemm_set_engine(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                               const cvf_epilogue *ep, cvf_cuda_engine engine, const char *choice);
 
-/* Fills info's engine, tiles, units, choice and measured candidates for the GEMM as it would run. */
-void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                            const cvf_epilogue *ep, cvf_kernel_info *info);
+/* Fills info's engine, tiles, units, choice and measured candidates for the GEMM as it would run
+ * (beside: on a lane with others beside it, see cvf_cuda_launch). */
+void cvf_cuda_gemm_describe(const cvf_context *ctx, bool beside, const cvf_matrix *a, const cvf_matrix *b,
+                            const cvf_matrix *c, const cvf_epilogue *ep, cvf_kernel_info *info);
 
 /* Backend table members (nccl.cu, CVF_HAVE_NCCL builds): see cvf_backend.tp_check_comm / tp_agree. */
 cvf_status cvf_cuda_tp_check_comm(cvf_context *ctx, const cvf_tensor_parallel *tp);

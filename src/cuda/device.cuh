@@ -236,13 +236,23 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
                                 const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial);
 #define CVF_CUDA_SM90_SLAB 16
 
-/* Host: K slices (1 or 2) the Hopper kernel runs an m x n x k product in on ctx's GPU: 2 when
- * half-tile units fill the SMs clearly better than whole tiles (few tiles, long K).
- * CVF_CUDA_SPLITK=1|2 forces it. */
-int cvf_cuda_sm90_splits(const cvf_context *ctx, int64_t m, int64_t n, int64_t k);
-
-/* Host: bytes of split-K exchange memory the Hopper kernel needs for m x n in splits slices. */
-size_t cvf_cuda_sm90_split_bytes(int64_t m, int64_t n, int splits);
+/* Host: how the Hopper kernel runs an m x n x k product on ctx's GPU. mode and units: whole
+ * tiles (a unit each); split-K: `splits` equal K parts of every tile, the tiles' first parts
+ * first (when all tiles fit in one wave); stream-K: sm_count equal runs of the tiles' K-slices
+ * (K up to 96 slices); chosen by a model of their time when they fill the SMs clearly better
+ * than whole tiles, and only when no other lane's kernels run beside it (beside: whole tiles, whose
+ * last wave leaves SMs to them; the MLP's lanes, H200 ViT-B backward 0.556 ms with cut tiles,
+ * 0.474 with whole ones). CVF_CUDA_SPLITK=1 | kN | N forces whole tiles, N K parts, N stream-K units
+ * (tests). splits: the most pieces a tile is cut into (1: whole tiles); split_bytes: the
+ * workspace of the exchange of pieces. */
+typedef enum { CVF_SM90_WHOLE_TILES, CVF_SM90_STREAM_K, CVF_SM90_SPLIT_K } cvf_sm90_mode;
+typedef struct cvf_sm90_schedule {
+    cvf_sm90_mode mode;
+    int64_t tiles, units;
+    int splits;
+    size_t split_bytes;
+} cvf_sm90_schedule;
+cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside);
 
 /* Host: the cuBLASLt engine (lt.cu). A plan for one GEMM key: made once, reused. */
 typedef struct cvf_lt_plan cvf_lt_plan;
@@ -280,11 +290,11 @@ cvf_status cvf_lt_run(cvf_context *ctx, cvf_cuda_launch launch, const cvf_lt_pla
 /* Bytes of workspace every cuBLASLt call gets. */
 #define CVF_LT_WORKSPACE ((size_t)8 << 20)
 
-/* Split-K is planned only up to this many tiles (the sync block's size). */
-#define CVF_CUDA_MAX_SPLIT_TILES 1024
-/* Ints of one lane's sync block (two scheduler counters, then two words per half tile), and the
+/* Stream-K runs in at most this many units (the sync block's size). */
+#define CVF_CUDA_MAX_UNITS 1024
+/* Ints of one lane's sync block (two scheduler counters, then four words per unit), and the
  * lanes: the context's stream (0) and the MLP's side streams (1, 2). */
-#define CVF_CUDA_SYNC_INTS (32 + 4 * CVF_CUDA_MAX_SPLIT_TILES)
+#define CVF_CUDA_SYNC_INTS (32 + 4 * CVF_CUDA_MAX_UNITS)
 #define CVF_CUDA_LANES 3
 
 /* Host: the tile of the Hopper kernel (for plans). */

@@ -194,12 +194,13 @@ size_t partial_bytes(const cvf_matrix *c, const cvf_epilogue *ep)
     return cvf_round_up_256(sizeof(float) * slabs * (size_t)c->cols);
 }
 
-/* Bytes of the Hopper kernel's split-K exchange for this product (0 when it does not split). */
+/* Bytes of the Hopper kernel's exchange of pieces for this product alone on its stream (0 when it
+ * runs whole tiles; beside other lanes it runs whole tiles and needs none). */
 size_t split_bytes(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *c)
 {
     if (!cvf_cuda_state_of(ctx)->fast)
         return 0;
-    return cvf_round_up_256(cvf_cuda_sm90_split_bytes(c->rows, c->cols, cvf_cuda_sm90_splits(ctx, c->rows, c->cols, a->cols)));
+    return cvf_round_up_256(cvf_cuda_sm90_schedule(ctx, c->rows, c->cols, a->cols, false).split_bytes);
 }
 
 /* The cuBLASLt plan of the entry (made once; the plain product for the unfused engine). */
@@ -476,8 +477,8 @@ bool cvf_cuda_gemm_decided(const cvf_context *ctx, const cvf_matrix *a, const cv
     return allowed_engines(ctx, eligible, eligible_engines(ctx, a, b, c, ep, eligible), cands) == 1;
 }
 
-void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                            const cvf_epilogue *ep, cvf_kernel_info *info)
+void cvf_cuda_gemm_describe(const cvf_context *ctx, bool beside, const cvf_matrix *a, const cvf_matrix *b,
+                            const cvf_matrix *c, const cvf_epilogue *ep, cvf_kernel_info *info)
 {
     const cache_entry *e = cache_find(ctx, make_key(a, b, c, ep));
     cvf_cuda_engine eligible[CVF_CUDA_ENGINE_COUNT], cands[CVF_CUDA_ENGINE_COUNT];
@@ -501,13 +502,16 @@ void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const c
     const int64_t m = c->rows, n = c->cols;
     info->splits = 1;
     switch (engine) {
-    case CVF_CUDA_ENGINE_SM90:
+    case CVF_CUDA_ENGINE_SM90: {
         info->engine = "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, epilogue fused";
+        const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(ctx, m, n, a->cols, beside);
         info->tile_m = CVF_CUDA_SM90_TILE_M;
         info->tile_n = CVF_CUDA_SM90_TILE_N;
         info->tile_k = CVF_CUDA_SM90_TILE_K;
-        info->splits = cvf_cuda_sm90_splits(ctx, m, n, a->cols);
+        info->units = sched.units;
+        info->splits = sched.splits;
         break;
+    }
     case CVF_CUDA_ENGINE_LT:
         info->engine = ep->activation == CVF_ACTIVATION_GELU_TANH ? "cublaslt (+ its GELU_AUX_BIAS epilogue)"
                        : ep->bias                                  ? "cublaslt (+ its BIAS epilogue)"
@@ -523,6 +527,6 @@ void cvf_cuda_gemm_describe(const cvf_context *ctx, const cvf_matrix *a, const c
         info->tile_k = 1;
         break;
     }
-    if (info->tile_m > 0)
-        info->units = ((m + info->tile_m - 1) / info->tile_m) * ((n + info->tile_n - 1) / info->tile_n) * info->splits;
+    if (info->tile_m > 0 && engine != CVF_CUDA_ENGINE_SM90)
+        info->units = ((m + info->tile_m - 1) / info->tile_m) * ((n + info->tile_n - 1) / info->tile_n);
 }

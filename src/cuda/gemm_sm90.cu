@@ -15,12 +15,15 @@
  *     output dtype, and the stores, 32 columns at a time through a per-warpgroup shared buffer
  *     so that global stores are 16-byte and coalesced. The producer meanwhile fills the ring
  *     with the next tile's slices.
- * Work units (tiles, or half-K slices of tiles when few tiles would leave SMs idle) are handed
- * out in a grouped order (GROUP_M row tiles per group, then along N, so that the CTAs running at
- * one time share A rows and B columns in L2) by an atomic counter the producer reads when a stage
- * is free: CTAs that start late, behind another stream's kernel, take fewer. The two halves of a
- * split tile meet in split_exchange (gemm_sm90.cuh): the second to finish adds the first's
- * accumulators, one commutative addition, so the result does not depend on which was first.
+ * The work is the tiles' K-slices, tile after tile in a grouped order (GROUP_M row tiles per
+ * group, then along N, so that the CTAs running at one time share A rows and B columns in L2),
+ * cut into units handed out by an atomic counter the producer reads when a stage is free: CTAs
+ * that start late, behind another stream's kernel, take fewer. A unit is one whole tile; or,
+ * when whole tiles would leave SMs idle in the last wave (cvf_cuda_sm90_schedule), one of 2-8
+ * equal K parts of a tile (split-K, when the tiles fit in one wave), or one of sm_count equal runs
+ * of K-slices that may cut tiles (stream-K, for K up to 96 slices). The pieces of a cut tile meet
+ * in piece_exchange (gemm_sm90.cuh): the last to finish adds the others' accumulators in K order,
+ * so the result does not depend on which finished when.
  *
  * Operands are read in place: A row-major (K contiguous, "K-major") or column-major (M
  * contiguous), B column-major (K-major) or row-major (N contiguous): the TMA box follows the
@@ -29,6 +32,7 @@
  * inputs, strides that are not multiples of 16 bytes, misaligned pointers, no unit stride)
  * returns UNSUPPORTED before anything is enqueued and runs on the simple kernel.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,28 +183,101 @@ void *cvf_cuda_tmap_cache_create(void)
     return calloc(1, sizeof(tmap_cache));
 }
 
-int cvf_cuda_sm90_splits(const cvf_context *ctx, int64_t m, int64_t n, int64_t k)
+/* Costs in K-slices of mainloop time (a slice: 128 x 256 x 64, ~0.65 us on an H200 SM): a
+ * tile's epilogue (3-6 us), and each piece a cut tile's finisher adds (128 KB in and out). */
+#define EPILOGUE_SLICES 6.0
+#define PIECE_SLICES 3.0
+/* Stream-K only up to this K (slices): with longer K its runs, which start at arbitrary K
+ * offsets, stop the tiles that share A rows or B columns from reading them at the same time, and
+ * the products went DRAM-bound (H200: 768 x 3072 x 12608 0.123 -> 0.147 ms, docs/PERF.md). */
+#define STREAM_K_MAX_SLICES 96
+
+/* Waves of `units` equal units on sms SMs. */
+static double waves(int64_t units, int64_t sms)
 {
-    int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN), k_tiles = (k + BK - 1) / BK;
-    if (k_tiles < 2 || tiles > CVF_CUDA_MAX_SPLIT_TILES || tiles < 1)
-        return 1;
-    const char *force = getenv("CVF_CUDA_SPLITK"); /* "1" or "2": experiments and tests */
-    if (force && (force[0] == '1' || force[0] == '2') && force[1] == '\0')
-        return force[0] - '0';
-    if (k_tiles < 16)
-        return 1;
-    int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
-    /* Time in whole-tile units: waves of tiles, or waves of half tiles counted as halves. */
-    double one = (double)((tiles + sms - 1) / sms), two = 0.5 * (double)((2 * tiles + sms - 1) / sms);
-    return two < 0.9 * one ? 2 : 1;
+    return (double)((units + sms - 1) / sms);
 }
 
-size_t cvf_cuda_sm90_split_bytes(int64_t m, int64_t n, int splits)
+/* The units: whole tiles, K parts of every tile (split-K) or stream-K runs, by a
+ * model of their time in slices (see cvf_cuda_sm90_schedule); a split must beat whole tiles
+ * and a smaller split by 2%, stream-K whole tiles by 5% (H200: 16448 x 1280 x 5120, 2% predicted,
+ * measured +1% and +8% in two calls). CVF_CUDA_SPLITK forces one: "1" whole tiles, "kN" N
+ * K parts, "N" N stream-K units (experiments and tests). */
+static void choose_units(const cvf_context *ctx, int64_t tiles, int64_t k_tiles, bool beside, cvf_sm90_schedule *s)
 {
-    if (splits < 2)
-        return 0;
-    int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-    return sizeof(float) * (size_t)tiles * 2 * HALF_TILE_FLOATS;
+    const int64_t iters = tiles * k_tiles;
+    const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
+    s->mode = CVF_SM90_WHOLE_TILES;
+    s->units = tiles;
+    s->splits = 1;
+    const char *force = getenv("CVF_CUDA_SPLITK");
+    if (force && *force) {
+        const bool parts = force[0] == 'k';
+        char *end = NULL;
+        long long v = strtoll(force + (parts ? 1 : 0), &end, 10);
+        if (!end || *end != '\0' || v < 1 || v == 1)
+            return;
+        if (parts && tiles <= CVF_CUDA_MAX_UNITS && v <= k_tiles && tiles * v <= INT32_MAX / 2) {
+            s->mode = CVF_SM90_SPLIT_K;
+            s->splits = (int)v;
+            s->units = tiles * v;
+        } else if (!parts && iters * v < (INT64_C(1) << 32)) {
+            s->mode = CVF_SM90_STREAM_K;
+            s->units = v < cap ? (int64_t)v : cap;
+        }
+        return;
+    }
+    const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
+    if (beside)
+        return;
+    double best = waves(tiles, sms) * ((double)k_tiles + EPILOGUE_SLICES);
+    const double whole = best;
+    /* Split-K only when all tiles' first parts run in the first wave: with more tiles, the waves
+     * mix K parts, the tiles that share operands stop reading them at the same time, and the
+     * products got slower (H200: 1280 x 5120 x 16448, 200 tiles: 0.330 -> 0.346 ms in 3 parts). */
+    for (int64_t parts = 2; parts <= 8 && k_tiles / parts >= 4 && tiles <= sms; parts++) {
+        const double t = waves(tiles * parts, sms) * ((double)k_tiles / (double)parts + EPILOGUE_SLICES) +
+                         PIECE_SLICES * (double)(parts - 1);
+        if (t < 0.98 * best) {
+            best = t;
+            s->mode = CVF_SM90_SPLIT_K;
+            s->splits = (int)parts;
+            s->units = tiles * parts;
+        }
+    }
+    if (k_tiles >= 8 && k_tiles <= STREAM_K_MAX_SLICES && sms <= cap && iters * sms < (INT64_C(1) << 32)) {
+        const double run = (double)iters / (double)sms; /* slices per unit */
+        const double pieces = ceil((double)k_tiles / run) + 1.0;
+        const double t = run + EPILOGUE_SLICES * (double)tiles / (double)sms + PIECE_SLICES * (pieces - 1.0);
+        if (t < 0.98 * best && t < 0.95 * whole) {
+            s->mode = CVF_SM90_STREAM_K;
+            s->splits = 1;
+            s->units = sms;
+        }
+    }
+}
+
+cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside)
+{
+    cvf_sm90_schedule s;
+    const int64_t k_tiles = (k + BK - 1) / BK;
+    s.tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    s.mode = CVF_SM90_WHOLE_TILES;
+    s.units = s.tiles;
+    s.splits = 1;
+    s.split_bytes = 0;
+    if (s.tiles >= 1 && k_tiles >= 2)
+        choose_units(ctx, s.tiles, k_tiles, beside, &s);
+    if (s.mode == CVF_SM90_SPLIT_K) {
+        s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * (size_t)s.units; /* a slot per unit */
+    } else if (s.mode == CVF_SM90_STREAM_K) {
+        /* A tile of k_tiles slices meets at most ceil(k_tiles / shortest unit) + 1 units. */
+        const int64_t shortest = s.tiles * k_tiles / s.units;
+        const int64_t pieces = (k_tiles + shortest - 1) / shortest + 1;
+        s.splits = (int)(pieces < k_tiles ? pieces : k_tiles);
+        s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * 2 * (size_t)s.units; /* first and last pieces */
+    }
+    return s;
 }
 
 
@@ -216,7 +293,7 @@ bool cvf_cuda_sm90_eligible(const cvf_context *ctx, const cvf_matrix *a, const c
         k > (INT64_C(1) << 31) - BK)
         return false;
     int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
-    if (tiles * 2 > INT32_MAX - 4096)
+    if (tiles > INT32_MAX - 4096)
         return false;
     return operand_layout(a, true) >= 0 && operand_layout(b, false) >= 0;
 }
@@ -228,6 +305,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     int64_t m = c->rows, n = c->cols, k = a->cols;
     int la = operand_layout(a, true), lb = operand_layout(b, false);
     int dt = a->dtype == CVF_BF16 ? 1 : 0;
+    const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(ctx, m, n, k, launch.beside != 0);
     CUtensorMap maps[4]; /* A, B, C, aux_out */
     memset(maps, 0, sizeof maps);
     bool ok = la == 0 ? encode_cached(ctx, &maps[0], dt, a->data, k, m, a->row_stride, BK, BM)
@@ -258,9 +336,12 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.c = make_out(ctx, c, &maps[2]);
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
-    int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
-    p.splits = split_partial ? cvf_cuda_sm90_splits(ctx, m, n, k) : 1;
-    p.units = (int32_t)(tiles * p.splits);
+    const int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
+    const bool cut = split_partial && sched.mode != CVF_SM90_WHOLE_TILES;
+    p.iters = tiles * p.k_tiles;
+    p.units = (int32_t)(cut ? sched.units : tiles);
+    p.mode = cut ? (sched.mode == CVF_SM90_SPLIT_K ? SPLIT_K : STREAM_K) : WHOLE_TILES;
+    p.splits = cut && sched.mode == CVF_SM90_SPLIT_K ? sched.splits : 1;
     p.sync = st->sync + (size_t)launch.lane * CVF_CUDA_SYNC_INTS;
     p.split_partial = split_partial;
     int grid = (int)(p.units < st->sm_count ? p.units : st->sm_count);

@@ -24,12 +24,14 @@ constexpr int CHUNK = 32;            /* epilogue columns per chunk */
 constexpr int SLOT_BYTES = 64 * 64;
 constexpr int SLOTS = 4;
 constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
+
 /* After the barriers: the unit id of each stage (set by the producer with the first K-slice of a
- * unit, -1: no more work) and one exchange word per consumer warpgroup (split-K). */
+ * unit, -1: no more work) and one exchange word per consumer warpgroup (cut tiles). */
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
                            2 * STAGES * 8 + 4 * STAGES + 8;
-/* Accumulators of one consumer warpgroup's half tile, as the split-K exchange stores them. */
+/* Accumulators of one consumer warpgroup's half tile, as the exchange of pieces stores them. */
 constexpr int HALF_TILE_FLOATS = 128 * 128;
+constexpr int TILE_FLOATS = 2 * HALF_TILE_FLOATS;
 
 #include "cuda/wgmma_n256.inc"
 
@@ -49,25 +51,38 @@ struct sm90_params {
     dev_mat aux_in;
     out_desc c, aux_out;
     float *partials;
-    /* Work units: tiles x splits, handed out in order by an atomic counter (dynamic persistent
-     * scheduling, so that CTAs that start late, behind another stream's kernel, take less work).
-     * splits 2: each tile's K range in two halves; the half that finishes second adds the first
-     * one's accumulators (one IEEE addition, commutative: bit-identical whichever finished first)
-     * and runs the epilogue. */
-    int32_t splits, units;
+    /* The work: iters = tiles x k_tiles K-slices, cut into `units` handed out in order by an
+     * atomic counter (dynamic persistent scheduling, so that CTAs that start late, behind another
+     * stream's kernel, take less work). By mode:
+     *   WHOLE_TILES: unit u is tile u (of the grouped order), all its K-slices.
+     *   STREAM_K: the slices tile after tile (each tile's in K order) cut into `units` runs of
+     *     equal length (unit u: [u iters / units, (u + 1) iters / units), iters x units < 2^32):
+     *     a unit may hold the end of one tile, whole tiles and the start of another.
+     *   SPLIT_K: unit u is K part u / tiles (of `splits` equal parts) of tile u % tiles: the
+     *     tiles' first parts are handed out first, so that the tiles that share A rows or B
+     *     columns read the same K range at the same time (L2 reuse, unlike stream-K's runs).
+     * A tile cut into pieces is finished by whichever piece finishes last (piece_exchange). */
+    int64_t iters;
+    int32_t units;
+    int32_t mode;   /* WHOLE_TILES, STREAM_K or SPLIT_K */
+    int32_t splits; /* SPLIT_K: the K parts of each tile */
     int32_t aux_packed;  /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned,
                             and the activation is GELU': the epilogue prefetches it as 16-bit pairs
                             (see load_aux_pairs) */
     int32_t bias_packed; /* bias is f16/bf16, unit stride, 4-byte aligned, and aux_in is not prefetched:
                             the epilogue prefetches it as 16-bit pairs (see load_bias_pairs) */
-    int32_t *sync;        /* [0] next unit, [1] CTAs done, [SYNC_SEMS + 2 h], [.. + 1]: half tile h's
-                             arrival count and ready flag. Zero at launch; the kernel leaves it zero. */
-    float *split_partial; /* [tile][2 halves][HALF_TILE_FLOATS] when splits == 2 */
+    int32_t *sync;        /* [0] next unit, [1] CTAs done, then for the cut tile whose first piece is
+                             unit f: [SYNC_SEMS + 4 f + 2 wg], [.. + 1]: consumer wg's half tile's
+                             arrival count and count of pieces stored. Zero at launch; the kernel
+                             leaves it zero. */
+    float *split_partial; /* stream-K: [2 units][TILE_FLOATS], a piece's accumulators (slot_of) */
 };
 
-/* Layout of a lane's sync block (ints): two counters, then two words per half tile. */
+enum { WHOLE_TILES = 0, STREAM_K = 1, SPLIT_K = 2 };
+
+/* Layout of a lane's sync block (ints): two counters, then four words per unit. */
 constexpr int SYNC_SEMS = 32;
-static_assert(CVF_CUDA_SYNC_INTS == SYNC_SEMS + 2 * 2 * CVF_CUDA_MAX_SPLIT_TILES, "sync block layout");
+static_assert(CVF_CUDA_SYNC_INTS == SYNC_SEMS + 4 * CVF_CUDA_MAX_UNITS, "sync block layout");
 static_assert(BM == CVF_CUDA_SM90_TILE_M && BN == CVF_CUDA_SM90_TILE_N && BK == CVF_CUDA_SM90_TILE_K, "tile");
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
@@ -188,14 +203,17 @@ __device__ __forceinline__ int32_t ld_acquire(const int32_t *p)
     return v;
 }
 
-__device__ __forceinline__ void st_release(int32_t *p, int32_t v)
+/* Adds v to *p with release semantics at GPU scope (what this thread and, through the barrier
+ * before it, its warpgroup wrote is visible to whoever acquires the new value). */
+__device__ __forceinline__ void red_add_release(int32_t *p, int32_t v)
 {
-    asm volatile("st.release.gpu.global.b32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+    asm volatile("red.release.gpu.global.add.s32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
-/* A work unit: its output tile and K-slice range [kt0, kt1). */
-struct unit_work {
-    int32_t tm, tn, kt0, kt1, tile, split;
+/* A piece of a unit: its output tile (index in the grouped order, and coordinates) and K-slice
+ * range [kt0, kt1). */
+struct segment {
+    int32_t tile, tm, tn, kt0, kt1;
 };
 
 /* The tile at position t of the grouped order. */
@@ -210,57 +228,159 @@ __device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t 
     *tn = in_group / rows;
 }
 
-/* Unit u: tile u / splits (both halves of a tile are handed out one after the other, so they run
- * at the same time and the second waits little for the first's accumulators), K half u % splits. */
-__device__ __forceinline__ unit_work unit_of(const sm90_params &p, int32_t u)
+/* The first K-slice of stream-K unit u; unit_begin(units) = iters. 32-bit arithmetic (the host
+ * keeps iters x units under 2^32): a 64-bit division would be a call, and the consumers run it
+ * with 128 live accumulators. */
+__device__ __forceinline__ uint32_t unit_begin(const sm90_params &p, int32_t u)
 {
-    unit_work w;
-    w.tile = u / p.splits;
-    w.split = u - w.tile * p.splits;
-    tile_coords(w.tile, p.tiles_m, p.tiles_n, &w.tm, &w.tn);
-    int32_t half = p.k_tiles / 2;
-    w.kt0 = p.splits == 1 ? 0 : w.split == 0 ? 0 : half;
-    w.kt1 = p.splits == 1 ? p.k_tiles : w.split == 0 ? half : p.k_tiles;
-    return w;
+    return (uint32_t)u * (uint32_t)p.iters / (uint32_t)p.units;
+}
+
+/* The stream-K unit that holds K-slice i: the largest u with unit_begin(u) <= i. */
+__device__ __forceinline__ int32_t unit_of_slice(const sm90_params &p, uint32_t i)
+{
+    return (int32_t)(((i + 1) * (uint32_t)p.units - 1) / (uint32_t)p.iters);
+}
+
+/* Where a unit's walk over its segments stands: the next K-slice and the unit's end. */
+struct unit_cursor {
+    uint32_t next, end;
+};
+
+/* The first segment of unit u, and the cursor after it: the whole tile u, its K part, or
+ * (stream-K) the piece of the tile that holds the unit's first slice. */
+__device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u, unit_cursor *c)
+{
+    segment g;
+    if (p.mode == WHOLE_TILES) {
+        g.tile = u;
+        g.kt0 = 0;
+        g.kt1 = p.k_tiles;
+        c->next = c->end = 0;
+    } else if (p.mode == SPLIT_K) {
+        const int32_t tiles = p.tiles_m * p.tiles_n, part = u / tiles;
+        g.tile = u - part * tiles;
+        g.kt0 = part * p.k_tiles / p.splits;
+        g.kt1 = (part + 1) * p.k_tiles / p.splits;
+        c->next = c->end = 0;
+    } else {
+        const uint32_t begin = unit_begin(p, u);
+        c->end = unit_begin(p, u + 1);
+        g.tile = (int32_t)(begin / (uint32_t)p.k_tiles);
+        g.kt0 = (int32_t)(begin - (uint32_t)g.tile * (uint32_t)p.k_tiles);
+        const uint32_t left = c->end - begin;
+        g.kt1 = left < (uint32_t)(p.k_tiles - g.kt0) ? g.kt0 + (int32_t)left : p.k_tiles;
+        c->next = begin + (uint32_t)(g.kt1 - g.kt0);
+    }
+    tile_coords(g.tile, p.tiles_m, p.tiles_n, &g.tm, &g.tn);
+    return g;
+}
+
+/* The segment after g in its unit (the next tile from its start), or false at the unit's end. */
+__device__ __forceinline__ bool next_segment(const sm90_params &p, unit_cursor *c, segment *g)
+{
+    if (c->next >= c->end)
+        return false;
+    const uint32_t left = c->end - c->next;
+    g->tile += 1;
+    g->kt0 = 0;
+    g->kt1 = left < (uint32_t)p.k_tiles ? (int32_t)left : p.k_tiles;
+    c->next += (uint32_t)g->kt1;
+    tile_coords(g->tile, p.tiles_m, p.tiles_n, &g->tm, &g->tn);
+    return true;
+}
+
+/* The units that hold the pieces of a cut tile, in the order they are added: first, first +
+ * stride, ... (count of them). */
+struct piece_set {
+    int32_t first, count, stride;
+};
+
+/* The pieces of segment g's tile: the consecutive stream-K units that meet it, or its K parts. */
+__device__ __forceinline__ piece_set pieces_of(const sm90_params &p, const segment &g)
+{
+    piece_set ps;
+    if (p.mode == SPLIT_K) {
+        ps.first = g.tile;
+        ps.count = p.splits;
+        ps.stride = p.tiles_m * p.tiles_n;
+    } else {
+        const uint32_t first_slice = (uint32_t)g.tile * (uint32_t)p.k_tiles;
+        ps.first = unit_of_slice(p, first_slice);
+        ps.count = unit_of_slice(p, first_slice + p.k_tiles - 1) - ps.first + 1;
+        ps.stride = 1;
+    }
+    return ps;
+}
+
+/* The exchange slot of unit v's piece of a cut tile whose first piece is unit `first`. Split-K:
+ * v (one piece per unit). Stream-K: units + first for that one (the last piece of its unit), v
+ * for the others (the first piece of theirs), so that no two pieces of any tiles share one. */
+__device__ __forceinline__ float *slot_of(const sm90_params &p, int32_t v, int32_t first)
+{
+    const int32_t slot = p.mode == STREAM_K && v == first ? p.units + v : v;
+    return p.split_partial + (size_t)slot * TILE_FLOATS;
 }
 
 /*
- * Split-K exchange of one consumer warpgroup's half tile h (this thread's 128 accumulators):
- * the first of the two K halves to finish stores its accumulators and raises the ready flag;
- * the second waits for the flag, adds them into its own and returns true (it runs the
- * epilogue), resetting the words for the next launch. The first returns false. Only the writer
- * (running) is ever waited for, so no launch order or residency can deadlock it.
+ * The exchange of one consumer warpgroup's half of a cut tile (this thread's 128 accumulators
+ * hold unit u's piece of g.tile): each piece but the last to arrive stores its
+ * accumulators in its slot and counts itself stored; the last to arrive waits until all others
+ * are stored, adds the pieces in unit order and returns true: it runs the epilogue. It resets the
+ * words for the next launch. The others return false. Only pieces that have arrived, and so are
+ * running, are ever waited for, so no launch order or residency can deadlock it.
+ * The sum is ((p0 + p1) + p2) + ... whichever piece finished last: when that piece is p0 or p1
+ * its registers are added to the other of the two (one commutative addition), else it stores
+ * them too and the sum is made from memory. The registers hold the running sum: no second array.
  */
-__device__ __forceinline__ bool split_exchange(const sm90_params &p, float (&acc)[128], int32_t h, int wg, int t,
-                                               volatile int32_t *xchg)
+__device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc)[128], const segment &g, int32_t u,
+                                               int wg, int t, volatile int32_t *xchg)
 {
-    int32_t *count = p.sync + SYNC_SEMS + 2 * h, *ready = count + 1;
-    float *part = p.split_partial + (size_t)h * HALF_TILE_FLOATS;
+    const piece_set ps = pieces_of(p, g);
+    const int32_t u_first = ps.first, pieces = ps.count;
+    int32_t *count = p.sync + SYNC_SEMS + 4 * u_first + 2 * wg, *stored = count + 1;
     if (t == 0)
         xchg[wg] = atomicAdd(count, 1);
     named_barrier(1 + wg, 128);
-    const bool first = xchg[wg] == 0;
-    if (first) {
+    const bool last = xchg[wg] == pieces - 1;
+    const int32_t mine = (u - u_first) / ps.stride; /* this piece's place in the sum */
+    if (!last || mine >= 2) {
+        float *part = slot_of(p, u, u_first) + wg * HALF_TILE_FLOATS;
 #pragma unroll
         for (int i = 0; i < 128; i++)
             __stcg(part + i * 128 + t, acc[i]);
+    }
+    if (!last) {
         __threadfence();
         named_barrier(1 + wg, 128);
         if (t == 0)
-            st_release(ready, 1);
+            red_add_release(stored, 1);
         return false;
     }
     if (t == 0)
-        while (ld_acquire(ready) == 0)
+        while (ld_acquire(stored) < pieces - 1)
             ;
     named_barrier(1 + wg, 128);
     __threadfence();
+    /* 16 accumulators at a time over the pieces (16 loads in flight per piece): a loop over the
+     * pieces around all 128 made the compiler spill. */
 #pragma unroll
-    for (int i = 0; i < 128; i++)
-        acc[i] += __ldcg(part + i * 128 + t);
+    for (int grp = 0; grp < 8; grp++) {
+        for (int32_t i = 0, v = u_first; i < pieces; i++, v += ps.stride) {
+            if (v == u && mine < 2)
+                continue; /* in the registers already */
+            const float *part = slot_of(p, v, u_first) + wg * HALF_TILE_FLOATS + grp * 16 * 128 + t;
+            const bool overwrite = mine >= 2 && v == u_first;
+#pragma unroll
+            for (int e = 0; e < 16; e++) {
+                const float x = __ldcg(part + e * 128);
+                acc[grp * 16 + e] = overwrite ? x : acc[grp * 16 + e] + x;
+            }
+        }
+    }
     if (t == 0) {
         *count = 0;
-        *ready = 0;
+        *stored = 0;
     }
     return true;
 }
@@ -534,35 +654,263 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
     store_chunk<CH>(p.c, map_c, acc, st, wg, t, row0, col0, p.m, p.n);
 }
 
-/* The whole epilogue of a tile: a run-time loop over the 8 chunks whose body is compiled once,
- * always on acc[0..15]; after each chunk the accumulators shift down by 16 registers (moves with
- * compile-time indices). Unrolling the 8 chunks instead made ~1 MB of SASS per kernel, and
- * the epilogue ran at a quarter of the store bandwidth (instruction fetch). The accumulators
- * are dead afterwards: the next tile's first wgmma does not read them (scale-d 0). */
+/* One step of a tile's epilogue: the two 32-column chunks at col0 of this warpgroup's rows, on
+ * acc[0..32). aux_next holds their prefetched pairs and, when more, gets the next step's; the
+ * accumulators then shift down by 32 registers (moves with compile-time indices), so that every
+ * step runs the same code on acc[0..32). */
+__device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtensorMap *map_c,
+                                              const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
+                                              int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16], bool more)
+{
+    uint32_t aux[16];
+#pragma unroll
+    for (int i = 0; i < 16; i++)
+        aux[i] = aux_next[i];
+    if ((p.aux_packed || p.bias_packed) && more)
+        prefetch_pairs(p, aux_next, row0, col0 + 2 * CHUNK, t);
+    epilogue_chunk<0>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
+    epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
+    if (more) {
+#pragma unroll
+        for (int i = 0; i < 128 - 32; i++)
+            acc[i] = acc[i + 32];
+    }
+}
+
+/* The whole epilogue of a tile: a run-time loop over its steps, whose body is compiled once.
+ * Unrolling the 8 chunks instead made ~1 MB of SASS per kernel, and the epilogue
+ * ran at a quarter of the store bandwidth (instruction fetch). Two chunks per step: 3 x 96
+ * register moves per wide tile, not 7 x 112. The accumulators are dead afterwards: the next
+ * tile's first wgmma does not read them (scale-d 0). */
 __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtensorMap *map_c,
                                               const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
                                               int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16])
 {
-    const bool prefetch = p.aux_packed || p.bias_packed;
+    constexpr int CHUNKS = BN / CHUNK;
 #pragma unroll 1
-    for (int ch = 0; ch < BN / CHUNK; ch += 2) { /* two chunks per iteration: 3 x 96 moves, not 7 x 112 */
-        uint32_t aux[16];
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            aux[i] = aux_next[i];
-        if (prefetch && ch + 2 < BN / CHUNK)
-            prefetch_pairs(p, aux_next, row0, col0 + (ch + 2) * CHUNK, t);
-        epilogue_chunk<0>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux);
-        epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux);
-        if (ch + 2 < BN / CHUNK) {
-#pragma unroll
-            for (int i = 0; i < 128 - 32; i++)
-                acc[i] = acc[i + 32];
-        }
+    for (int ch = 0; ch < CHUNKS; ch += 2)
+        epilogue_step(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux_next, ch + 2 < CHUNKS);
+}
+
+/* The shared-memory ring: STAGES stages of A (BM x BK) and B (BK x BN), each with a "full"
+ * mbarrier (the copy engine completes its bytes on it) and an "empty" one (both consumers
+ * arrive when their wgmmas have read the stage), and the unit id the producer published with a
+ * unit's first stage. */
+struct ring {
+    uint32_t a, b; /* shared-memory addresses of stage 0's A and B */
+    uint32_t full0, empty0;
+    int32_t *stage_unit;
+};
+
+/* A position in the ring: the stage and the parity of its current use. */
+struct ring_pos {
+    int stage;
+    uint32_t phase;
+};
+
+__device__ __forceinline__ void advance(ring_pos &r)
+{
+    if (++r.stage == STAGES) {
+        r.stage = 0;
+        r.phase ^= 1;
     }
 }
 
-/* DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is N-contiguous (row-major). */
+/* The producer's copies of one K-slice kt of segment g into stage r (whose "empty" wait is done). */
+template <int A_MN, int B_MN>
+__device__ __forceinline__ void load_slice(const ring &rg, const ring_pos &r, const CUtensorMap *map_a,
+                                           const CUtensorMap *map_b, const segment &g, int32_t kt)
+{
+    const uint32_t full = rg.full0 + 8 * r.stage;
+    mbar_expect_tx(full, A_STAGE + B_STAGE);
+    const uint32_t a_dst = rg.a + r.stage * A_STAGE;
+    const uint32_t b_dst = rg.b + r.stage * B_STAGE;
+    if (A_MN) {
+        tma_load_2d(a_dst, map_a, g.tm * BM, kt * BK, full);
+        tma_load_2d(a_dst + 8192, map_a, g.tm * BM + 64, kt * BK, full);
+    } else {
+        tma_load_2d(a_dst, map_a, kt * BK, g.tm * BM, full);
+    }
+    if (B_MN) {
+#pragma unroll
+        for (int q = 0; q < BN / 64; q++)
+            tma_load_2d(b_dst + q * 8192, map_b, g.tn * BN + q * 64, kt * BK, full);
+    } else {
+        tma_load_2d(b_dst, map_b, kt * BK, g.tn * BN, full);
+    }
+}
+
+/*
+ * The producer (one thread): takes units from the counter, one only once a stage is free for
+ * it (a CTA never holds work it cannot start, so CTAs that start late, behind another stream's
+ * kernel, take less), publishes each unit's id with its first stage, and loads the unit's
+ * K-slices, segment after segment. A -1 unit id tells the consumers to stop. The last CTA to
+ * finish resets the counters for the next launch.
+ */
+template <int A_MN, int B_MN>
+__device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, const CUtensorMap *map_a,
+                                         const CUtensorMap *map_b)
+{
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_a)) : "memory");
+    asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_b)) : "memory");
+    ring_pos r = {0, 0};
+    for (;;) {
+        mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
+        const int32_t u = atomicAdd(p.sync, 1);
+        /* The unit id is published by the arrive on the stage's full barrier (release.cta; the
+         * consumers' wait acquires). Shared atomics, so that racecheck, which does not follow
+         * mbarriers, sees no plain-store hazard. */
+        if (u >= p.units) {
+            atomicExch(rg.stage_unit + r.stage, -1);
+            mbar_arrive(rg.full0 + 8 * r.stage);
+            break;
+        }
+        atomicExch(rg.stage_unit + r.stage, u);
+        unit_cursor c;
+        segment g = first_segment(p, u, &c);
+        bool waited = true; /* the unit's first stage is free already */
+        do {
+            for (int32_t kt = g.kt0; kt < g.kt1; kt++) {
+                if (!waited)
+                    mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
+                waited = false;
+                load_slice<A_MN, B_MN>(rg, r, map_a, map_b, g, kt);
+                advance(r);
+            }
+        } while (next_segment(p, &c, &g));
+    }
+    __threadfence();
+    if (atomicAdd(p.sync + 1, 1) == (int32_t)gridDim.x - 1) {
+        p.sync[0] = 0;
+        p.sync[1] = 0;
+    }
+}
+
+/* Issues this warpgroup's wgmmas of the K-slice in stage r (its 64 rows of A, all of B) into acc,
+ * as one committed group; accumulate: add to acc (else overwrite it). */
+template <int DT, int A_MN, int B_MN>
+__device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, float (&acc)[128], int wg,
+                                            bool accumulate)
+{
+    /* MN-major operands: 64-element blocks along M/N 8 KB apart (LBO), 8-row K groups 1 KB apart (SBO) */
+    const uint32_t mn_lbo = 8192, mn_sbo = 1024;
+    const uint32_t a_base = rg.a + r.stage * A_STAGE + wg * 8192;
+    const uint32_t b_base = rg.b + r.stage * B_STAGE;
+    fence_acc(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / 16; kk++) {
+        uint64_t da = A_MN ? make_desc(a_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(a_base + kk * 32, 16, 1024);
+        uint64_t db = B_MN ? make_desc(b_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(b_base + kk * 32, 16, 1024);
+        if (DT == 0)
+            wgmma_m64n256k16_f16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
+        else
+            wgmma_m64n256k16_bf16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
+    }
+    wgmma_commit();
+    fence_acc(acc);
+}
+
+/*
+ * A consumer warpgroup's mainloop over the K-slices of segment g: its 64 rows of the tile into
+ * acc (the first slice overwrites). One wgmma group stays in flight: a stage is given back once
+ * the next slice's wgmmas are issued; the last one is handed back in *last, still in use (the
+ * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
+ * is done (a unit's first slice, waited on to read the unit id).
+ */
+template <int DT, int A_MN, int B_MN>
+__device__ __forceinline__ void mainloop(const ring &rg, ring_pos &r, const segment &g, bool first_waited,
+                                         float (&acc)[128], int wg, int t, int *last)
+{
+    int prev = -1;
+    for (int32_t kt = g.kt0; kt < g.kt1; kt++) {
+        if (kt != g.kt0 || !first_waited)
+            mbar_wait(rg.full0 + 8 * r.stage, r.phase);
+        issue_slice<DT, A_MN, B_MN>(rg, r, acc, wg, kt > g.kt0);
+        if (prev >= 0) { /* the previous slice's wgmmas are done: give its stage back */
+            wgmma_wait<1>();
+            fence_acc(acc);
+            if (t == 0)
+                mbar_arrive(rg.empty0 + 8 * prev);
+        }
+        prev = r.stage;
+        advance(r);
+    }
+    *last = prev;
+}
+
+/* A consumer warpgroup's output staging (its ring of boxes), the output maps prefetched. */
+__device__ __forceinline__ stager consumer_stager(const sm90_params &p, const CUtensorMap *map_c,
+                                                  const CUtensorMap *map_aux, unsigned char *staging, int wg, int t)
+{
+    stager st;
+    st.buf = staging + wg * STAGE_BYTES;
+    st.seq = 0;
+    if (t == 0) {
+        if (p.c.tma)
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
+        if (p.aux_out.tma)
+            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_aux)) : "memory");
+    }
+    return st;
+}
+
+/*
+ * A consumer warpgroup (rows [64 wg, 64 wg + 64) of each tile): for every unit, every segment:
+ * the mainloop, then the epilogue of a whole tile, or the stream-K exchange of a piece of a cut
+ * tile (the last piece to finish runs the epilogue).
+ */
+template <int DT, int A_MN, int B_MN>
+__device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, const CUtensorMap *map_c,
+                                         const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
+                                         volatile int32_t *xchg)
+{
+    stager st = consumer_stager(p, map_c, map_aux, staging, wg, t);
+    const bool prefetch = p.aux_packed || p.bias_packed;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; i++)
+        acc[i] = 0.0f;
+    ring_pos r = {0, 0};
+    for (;;) {
+        mbar_wait(rg.full0 + 8 * r.stage, r.phase); /* the next unit's first K-slice, or the stop */
+        const int32_t u = atomicOr(rg.stage_unit + r.stage, 0);
+        if (u < 0)
+            break;
+        unit_cursor c;
+        segment g = first_segment(p, u, &c);
+        bool first_waited = true;
+        do {
+            int last;
+            mainloop<DT, A_MN, B_MN>(rg, r, g, first_waited, acc, wg, t, &last);
+            first_waited = false;
+            const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * BN;
+            const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
+            uint32_t aux[16]; /* the first two chunks' aux_in, loaded while the last wgmmas run */
+#pragma unroll
+            for (int q = 0; q < 16; q++)
+                aux[q] = 0;
+            if (prefetch && whole)
+                prefetch_pairs(p, aux, row0, col0, t);
+            wgmma_wait<0>();
+            fence_acc(acc);
+            if (t == 0)
+                mbar_arrive(rg.empty0 + 8 * last);
+            if (!whole) {
+                if (!piece_exchange(p, acc, g, u, wg, t, xchg))
+                    continue; /* to next_segment */
+                if (prefetch)
+                    prefetch_pairs(p, aux, row0, col0, t);
+            }
+            epilogue_tile(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
+        } while (next_segment(p, &c, &g));
+    }
+    if (t == 0)
+        bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
+}
+
+/* DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is N-contiguous (row-major).
+ * Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1 and 2 the consumers. */
 template <int DT, int A_MN, int B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -572,19 +920,21 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
-    unsigned char *ring_a = smem;
-    unsigned char *ring_b = smem + STAGES * A_STAGE;
-    unsigned char *staging = ring_b + STAGES * B_STAGE;
+    ring rg;
+    rg.a = smem_addr(smem);
+    rg.b = rg.a + STAGES * A_STAGE;
+    unsigned char *staging = smem + STAGES * (A_STAGE + B_STAGE);
     uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
-    const uint32_t full0 = smem_addr(bars), empty0 = smem_addr(bars + STAGES);
-    int32_t *stage_unit = reinterpret_cast<int32_t *>(bars + 2 * STAGES);
-    volatile int32_t *xchg = stage_unit + STAGES;
+    rg.full0 = smem_addr(bars);
+    rg.empty0 = smem_addr(bars + STAGES);
+    rg.stage_unit = reinterpret_cast<int32_t *>(bars + 2 * STAGES);
+    volatile int32_t *xchg = rg.stage_unit + STAGES;
 
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 2);
+            mbar_init(rg.full0 + 8 * s, 1);
+            mbar_init(rg.empty0 + 8 * s, 2);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -593,142 +943,13 @@ __global__ void __launch_bounds__(THREADS, 1)
 
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
-        if (threadIdx.x == 0) {
-            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_a)) : "memory");
-            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_b)) : "memory");
-            int stage = 0;
-            uint32_t phase = 0;
-            for (;;) {
-                /* A unit is taken only once a stage is free for it: a CTA never holds work it
-                 * cannot start, so CTAs that start late (behind another stream's kernel) take less. */
-                mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                const int32_t u = atomicAdd(p.sync, 1);
-                /* The unit id is published by the arrive on the stage's full barrier (release.cta;
-                 * the consumers' wait acquires). Shared atomics, so that racecheck, which does not
-                 * follow mbarriers, sees no plain-store hazard. */
-                if (u >= p.units) {
-                    atomicExch(stage_unit + stage, -1);
-                    mbar_arrive(full0 + 8 * stage); /* the consumers read -1 and stop */
-                    break;
-                }
-                atomicExch(stage_unit + stage, u);
-                const unit_work w = unit_of(p, u);
-                const int32_t tm = w.tm, tn = w.tn;
-                for (int32_t kt = w.kt0; kt < w.kt1; kt++) {
-                    if (kt != w.kt0)
-                        mbar_wait(empty0 + 8 * stage, phase ^ 1);
-                    uint32_t full = full0 + 8 * stage;
-                    mbar_expect_tx(full, A_STAGE + B_STAGE);
-                    uint32_t a_dst = smem_addr(ring_a + stage * A_STAGE);
-                    uint32_t b_dst = smem_addr(ring_b + stage * B_STAGE);
-                    if (A_MN) {
-                        tma_load_2d(a_dst, &map_a, tm * BM, kt * BK, full);
-                        tma_load_2d(a_dst + 8192, &map_a, tm * BM + 64, kt * BK, full);
-                    } else {
-                        tma_load_2d(a_dst, &map_a, kt * BK, tm * BM, full);
-                    }
-                    if (B_MN) {
-#pragma unroll
-                        for (int q = 0; q < 4; q++)
-                            tma_load_2d(b_dst + q * 8192, &map_b, tn * BN + q * 64, kt * BK, full);
-                    } else {
-                        tma_load_2d(b_dst, &map_b, kt * BK, tn * BN, full);
-                    }
-                    if (++stage == STAGES) {
-                        stage = 0;
-                        phase ^= 1;
-                    }
-                }
-            }
-            /* The last CTA to finish taking units resets the counters for the next launch. */
-            __threadfence();
-            if (atomicAdd(p.sync + 1, 1) == (int32_t)gridDim.x - 1) {
-                p.sync[0] = 0;
-                p.sync[1] = 0;
-            }
-        }
-        return;
+        if (threadIdx.x == 0)
+            producer<A_MN, B_MN>(p, rg, &map_a, &map_b);
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        consumer<DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1, threadIdx.x - 128 * warpgroup,
+                                 xchg);
     }
-
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-    const int wg = warpgroup - 1; /* consumer 0 or 1: rows [64 wg, 64 wg + 64) of the tile */
-    const int t = threadIdx.x - 128 * warpgroup;
-    stager st;
-    st.buf = staging + wg * STAGE_BYTES;
-    st.seq = 0;
-    if (t == 0) {
-        if (p.c.tma)
-            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_c)) : "memory");
-        if (p.aux_out.tma)
-            asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&map_aux)) : "memory");
-    }
-    /* MN-major operands: 64-element blocks along M/N 8 KB apart (LBO), 8-row K groups 1 KB apart (SBO) */
-    const uint32_t mn_lbo = 8192, mn_sbo = 1024;
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; i++)
-        acc[i] = 0.0f;
-    int stage = 0;
-    uint32_t phase = 0;
-    for (;;) {
-        mbar_wait(full0 + 8 * stage, phase); /* the next unit's first K-slice, or the stop */
-        const int32_t u = atomicOr(stage_unit + stage, 0);
-        if (u < 0)
-            break;
-        const unit_work w = unit_of(p, u);
-        const int32_t tm = w.tm, tn = w.tn;
-        int prev = -1;
-        for (int32_t kt = w.kt0; kt < w.kt1; kt++) {
-            if (kt != w.kt0)
-                mbar_wait(full0 + 8 * stage, phase);
-            uint32_t a_base = smem_addr(ring_a + stage * A_STAGE) + wg * 8192;
-            uint32_t b_base = smem_addr(ring_b + stage * B_STAGE);
-            fence_acc(acc);
-            wgmma_fence();
-#pragma unroll
-            for (int kk = 0; kk < BK / 16; kk++) {
-                uint64_t da = A_MN ? make_desc(a_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(a_base + kk * 32, 16, 1024);
-                uint64_t db = B_MN ? make_desc(b_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(b_base + kk * 32, 16, 1024);
-                if (DT == 0)
-                    wgmma_m64n256k16_f16<A_MN, B_MN>(acc, da, db, kt > w.kt0 || kk > 0);
-                else
-                    wgmma_m64n256k16_bf16<A_MN, B_MN>(acc, da, db, kt > w.kt0 || kk > 0);
-            }
-            wgmma_commit();
-            fence_acc(acc);
-            if (prev >= 0) { /* the previous slice's wgmmas are done: give its stage back */
-                wgmma_wait<1>();
-                fence_acc(acc);
-                if (t == 0)
-                    mbar_arrive(empty0 + 8 * prev);
-            }
-            prev = stage;
-            if (++stage == STAGES) {
-                stage = 0;
-                phase ^= 1;
-            }
-        }
-        uint32_t aux[16]; /* the first two chunks' aux_in, loaded while the last wgmmas run */
-#pragma unroll
-        for (int i = 0; i < 16; i++)
-            aux[i] = 0;
-        const bool prefetch = p.aux_packed || p.bias_packed;
-        if (prefetch && p.splits == 1)
-            prefetch_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
-        wgmma_wait<0>();
-        fence_acc(acc);
-        if (t == 0)
-            mbar_arrive(empty0 + 8 * prev);
-        if (p.splits > 1) { /* whichever K half finishes second runs the epilogue */
-            if (!split_exchange(p, acc, 2 * w.tile + wg, wg, t, xchg))
-                continue;
-            if (prefetch)
-                prefetch_pairs(p, aux, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, t);
-        }
-        epilogue_tile(p, &map_c, &map_aux, acc, st, wg, t, (int64_t)tm * BM + wg * 64, (int64_t)tn * BN, aux);
-    }
-    if (t == 0)
-        bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
 }
 
 template <int DT, int A_MN, int B_MN>

@@ -165,7 +165,7 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
             done |= 1u << i;
             continue;
         }
-        cvf_cuda_launch launch = {lane_stream(ctx, lane_of(st, steps[i].id)), lane_of(st, steps[i].id)};
+        cvf_cuda_launch launch = {lane_stream(ctx, lane_of(st, steps[i].id)), lane_of(st, steps[i].id), !st->serial};
         status = cvf_cuda_check(ctx, order_step(ctx, steps, i, forked), "mlp: ordering the side streams");
         if (status == CVF_STATUS_SUCCESS)
             status = run_step(ctx, &steps[i], launch, workspaces[i], false);
@@ -281,7 +281,7 @@ extern "C" void cvf_cuda_plan_steps(const cvf_context *ctx, cvf_mlp_step *steps,
             k->splits = 1;
             continue;
         }
-        cvf_cuda_gemm_describe(ctx, &s->a, &s->b, &s->c, &s->epilogue, k);
+        cvf_cuda_gemm_describe(ctx, !st->serial, &s->a, &s->b, &s->c, &s->epilogue, k);
     }
 }
 
