@@ -37,18 +37,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-say() { echo "$*" | tee -a "$LOG"; }
-# step NAME SECONDS COMMAND...: runs the command under timeout, output to the log, and says how it ended.
-step() {
-  local name=$1 limit=$2 start rc
-  shift 2
-  say "== $name (limit ${limit}s): $*"
-  start=$SECONDS
-  timeout "$limit" "$@" >>"$LOG" 2>&1
-  rc=$?
-  say "-- $name: rc=$rc, $((SECONDS - start)) s"
-  return $rc
-}
+. "$(dirname "$0")/steps.sh"
 
 # The bench's arguments, and whether MLP cases run (then torch and the summary follow).
 mlp_cases=()

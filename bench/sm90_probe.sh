@@ -44,17 +44,7 @@ fi
 # MLP backward's first four launches are its K1, K2-1, K2-2 and K2-3, forced serial by ncu).
 [ ${#ncu_cases[@]} -eq 0 ] && ncu_cases=(mlp-backward,bf16,12608,768,3072:0:4 matmul-relu,f16,16384,8192,64:3:1)
 
-say() { echo "$*" | tee -a "$LOG"; }
-step() {
-  local name=$1 limit=$2 start rc
-  shift 2
-  say "== $name (limit ${limit}s): $*"
-  start=$SECONDS
-  timeout "$limit" "$@" >>"$LOG" 2>&1
-  rc=$?
-  say "-- $name: rc=$rc, $((SECONDS - start)) s"
-  return $rc
-}
+. "$(dirname "$0")/steps.sh"
 
 step gpu 30 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
 if [ -n "$base" ]; then
