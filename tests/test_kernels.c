@@ -338,9 +338,19 @@ static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
     free(a), free(b), free(bias), free(out);
 }
 
-/* The panel interleave of kernels that have one, against the definition in kernels.h: widths MR
- * and NR, every count of rows, kc around the 8-step blocks, rows at odd addresses; the floats
- * after the panel must keep their poison. */
+/* The next count of rows test_interleave tries after count: every one up to 16 rows, then the
+ * edges (1, 2, half, the last two) of wider panels. */
+static int64_t next_count(int64_t count, int64_t width)
+{
+    if (width <= 16 || count < 2 || count >= width - 2)
+        return count + 1;
+    return count < width / 2 ? width / 2 : width - 1;
+}
+
+/* The panel interleave of kernels that have one, against the definition in kernels.h: every width
+ * up to CVF_CPU_NR_MAX (MR and NR are the ones used today; a partial 8-lane group after full ones,
+ * width 14, once clobbered the first group), every count of rows, kc around the 8-step blocks,
+ * rows at odd addresses; the floats after the panel must keep their poison. */
 static void test_interleave(const cvf_cpu_kernel *k, uint64_t seed)
 {
     if (!k->interleave)
@@ -355,11 +365,10 @@ static void test_interleave(const cvf_cpu_kernel *k, uint64_t seed)
         return;
     }
     int failures = 0;
-    const int64_t widths[] = {k->mr, k->nr};
-    for (int w = 0; w < 2; w++)
+    for (int64_t width = 1; width <= CVF_CPU_NR_MAX; width++)
         for (size_t t = 0; t < sizeof kcs / sizeof kcs[0]; t++)
-            for (int64_t count = 1; count <= widths[w]; count++) {
-                int64_t width = widths[w], kc = kcs[t];
+            for (int64_t count = 1; count <= width; count = next_count(count, width)) {
+                int64_t kc = kcs[t];
                 const float *rows[CVF_CPU_NR_MAX];
                 for (int64_t r = 0; r < count; r++) {
                     float *row = source + r * (KC_MAX + 1) + (r % 2); /* odd rows start one float later */

@@ -680,7 +680,7 @@ __device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtens
 /* The whole epilogue of a tile: a run-time loop over its steps, whose body is compiled once.
  * Unrolling the 8 chunks instead made ~1 MB of SASS per kernel, and the epilogue
  * ran at a quarter of the store bandwidth (instruction fetch). Two chunks per step: 3 x 96
- * register moves per wide tile, not 7 x 112. The accumulators are dead afterwards: the next
+ * register moves per tile, not 7 x 112. The accumulators are dead afterwards: the next
  * tile's first wgmma does not read them (scale-d 0). */
 __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtensorMap *map_c,
                                               const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,

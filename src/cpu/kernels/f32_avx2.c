@@ -369,8 +369,11 @@ static inline __attribute__((always_inline)) void transpose8(__m256 r[8])
 
 /* Interleaves rows r0 .. r0 + 7 (those >= count read as zeros) into columns r0 .. r0 + lanes - 1 of
  * dst (lanes = min(8, width - r0)): 8 k steps at a time through an 8 x 8 transpose. A group of
- * fewer than 8 lanes is written with full 8-lane stores in increasing k, each overwriting the
- * previous step's 8 - lanes spill into its own slot; only the panel's very last step is masked. */
+ * fewer than 8 lanes spills 8 - lanes floats into the following k steps' first columns: when it
+ * is the panel's only group (r0 = 0, width < 8) those are its own, rewritten by the later stores
+ * in increasing k, so a full 8-lane store is used wherever it ends inside the panel and a masked
+ * one at its end; a partial group after others (width 14, say) would clobber the first group's
+ * columns, so all its stores are masked. */
 static void interleave_group(const float *const *rows, int64_t count, int64_t width, int64_t kc, int64_t r0, float *dst)
 {
     int64_t lanes = width - r0 < 8 ? width - r0 : 8;
@@ -393,7 +396,7 @@ static void interleave_group(const float *const *rows, int64_t count, int64_t wi
         transpose8(r);
         for (int64_t q = 0; q < steps; q++) {
             float *to = dst + (p0 + q) * width + r0;
-            if (lanes == 8 || p0 + q + 1 < kc)
+            if (lanes == 8 || (r0 == 0 && (p0 + q) * width + 8 <= kc * width))
                 _mm256_storeu_ps(to, r[q]);
             else
                 _mm256_maskstore_ps(to, store_mask, r[q]);
