@@ -118,19 +118,23 @@ def cuda_available(index=0):
 # ---------------------------------------------------------------------------------------------
 
 
-class _Numpy:
-    name = "numpy"
+class _Library:
+    """What the array libraries share: outputs allocated through a NumPy-like module (self.xp)
+    in the input's dtype, 2-D row views, operands and results passed as they are, host memory
+    (no stream, no workspace allocator, no device to switch to). Each library overrides what
+    differs."""
 
-    def __init__(self, like):
-        import numpy
+    name = "library"
+    xp = None
 
-        self.np = numpy
+    def dtype_of(self, like):
+        return like.dtype
 
     def empty(self, like, shape):
-        return self.np.empty(shape, dtype=like.dtype)
+        return self.xp.empty(shape, dtype=self.dtype_of(like))
 
     def zeros_broadcast(self, like, length):
-        return self.np.broadcast_to(self.np.zeros(1, dtype=like.dtype), (length,))
+        return self.xp.broadcast_to(self.xp.zeros(1, dtype=self.dtype_of(like)), (length,))
 
     def rows(self, x):
         return x.reshape(_rows_count(x), x.shape[-1])
@@ -154,7 +158,16 @@ class _Numpy:
         return _NullGuard()
 
 
-class _Torch:
+class _Numpy(_Library):
+    name = "numpy"
+
+    def __init__(self, like):
+        import numpy
+
+        self.xp = numpy
+
+
+class _Torch(_Library):
     name = "torch"
 
     def __init__(self, like):
@@ -168,18 +181,12 @@ class _Torch:
     def zeros_broadcast(self, like, length):
         return self.torch.zeros(1, dtype=like.dtype, device=like.device).expand(length)
 
-    def rows(self, x):
-        return x.reshape(_rows_count(x), x.shape[-1])
-
     def same_memory(self, a, b):
         return a.data_ptr() == b.data_ptr()
 
     def prepare(self, x):
         # DLPack refuses tensors that require grad; cvfuse only reads them.
         return x.detach() if x.requires_grad else x
-
-    def wrap(self, out):
-        return out
 
     def stream(self, device_type):
         if device_type != _KDL_CUDA:
@@ -201,45 +208,30 @@ class _Torch:
         return _NullGuard()
 
 
-class _Cupy:
+class _Cupy(_Library):
     name = "cupy"
 
     def __init__(self, like):
         import cupy
 
-        self.cp = cupy
-
-    def empty(self, like, shape):
-        return self.cp.empty(shape, dtype=like.dtype)
-
-    def zeros_broadcast(self, like, length):
-        return self.cp.broadcast_to(self.cp.zeros(1, dtype=like.dtype), (length,))
-
-    def rows(self, x):
-        return x.reshape(_rows_count(x), x.shape[-1])
+        self.xp = cupy
 
     def same_memory(self, a, b):
         return a.data.ptr == b.data.ptr
 
-    def prepare(self, x):
-        return x
-
-    def wrap(self, out):
-        return out
-
     def stream(self, device_type):
-        ptr = self.cp.cuda.get_current_stream().ptr
+        ptr = self.xp.cuda.get_current_stream().ptr
         return ptr, (ptr if ptr else 1)
 
     def alloc(self, device_type):
-        cp = self.cp
+        cp = self.xp
         return lambda n: cp.empty(n, dtype=cp.uint8)
 
     def device_guard(self, like):
         return like.device
 
 
-class _Foreign:
+class _Foreign(_Library):
     """Any other DLPack producer on the host (e.g. JAX): read in place; results are computed into
     NumPy arrays and handed back through the caller's from_dlpack (array API namespace)."""
 
@@ -248,27 +240,15 @@ class _Foreign:
     def __init__(self, like):
         import numpy
 
-        self.np = numpy
-        self.xp = like.__array_namespace__() if hasattr(like, "__array_namespace__") else None
+        self.xp = numpy
+        self.namespace = like.__array_namespace__() if hasattr(like, "__array_namespace__") else None
 
-    def empty(self, like, shape):
-        return self.np.empty(shape, dtype=self.np.dtype(str(like.dtype)))
-
-    def zeros_broadcast(self, like, length):
-        return self.np.broadcast_to(self.np.zeros(1, dtype=self.np.dtype(str(like.dtype))), (length,))
-
-    def rows(self, x):
-        return x.reshape(_rows_count(x), x.shape[-1])
-
-    def same_memory(self, a, b):
-        return a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-
-    def prepare(self, x):
-        return x
+    def dtype_of(self, like):
+        return self.xp.dtype(str(like.dtype))
 
     def wrap(self, out):
-        if self.xp is not None and hasattr(self.xp, "from_dlpack"):
-            return self.xp.from_dlpack(out)
+        if self.namespace is not None and hasattr(self.namespace, "from_dlpack"):
+            return self.namespace.from_dlpack(out)
         return out
 
     def stream(self, device_type):
@@ -278,12 +258,6 @@ class _Foreign:
                 "known); convert the array with torch.from_dlpack or cupy.from_dlpack first"
             )
         return 0, None
-
-    def alloc(self, device_type):
-        return None
-
-    def device_guard(self, like):
-        return _NullGuard()
 
 
 class _NullGuard:

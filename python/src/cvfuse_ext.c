@@ -443,6 +443,77 @@ static int call_prepare(call_state *s, PyObject *alloc, cvf_status query_status,
     return 0;
 }
 
+/* One library call the binding makes: its workspace query and its run, on arguments of its own
+ * type, and their names for the errors. */
+typedef struct call_op {
+    const char *size_name, *run_name;
+    cvf_status (*size)(cvf_context *ctx, const void *args, size_t *bytes);
+    cvf_status (*run)(cvf_context *ctx, const void *args);
+} call_op;
+
+/* Sizes the workspace (when alloc is given), binds it, runs op with the GIL released: None, or
+ * NULL with the exception set. */
+static PyObject *call_run(call_state *s, PyObject *alloc, const call_op *op, const void *args)
+{
+    size_t bytes = 0;
+    cvf_status status = CVF_STATUS_SUCCESS;
+    if (alloc != Py_None)
+        status = op->size(s->ctx, args, &bytes);
+    if (call_prepare(s, alloc, status, bytes, op->size_name) < 0)
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    status = op->run(s->ctx, args);
+    Py_END_ALLOW_THREADS
+    if (status != CVF_STATUS_SUCCESS) {
+        raise_status(s->ctx, op->run_name, status);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* cvf_matmul's arguments as one object, for call_run. */
+typedef struct matmul_args {
+    cvf_matrix a, b, c;
+    cvf_epilogue ep;
+} matmul_args;
+
+static cvf_status matmul_size(cvf_context *ctx, const void *args, size_t *bytes)
+{
+    const matmul_args *m = args;
+    return cvf_matmul_workspace_size(ctx, &m->a, &m->b, &m->c, &m->ep, bytes);
+}
+
+static cvf_status matmul_run(cvf_context *ctx, const void *args)
+{
+    const matmul_args *m = args;
+    return cvf_matmul(ctx, &m->a, &m->b, &m->c, &m->ep);
+}
+
+static cvf_status forward_size(cvf_context *ctx, const void *args, size_t *bytes)
+{
+    return cvf_mlp_forward_workspace_size(ctx, args, bytes);
+}
+
+static cvf_status forward_run(cvf_context *ctx, const void *args)
+{
+    return cvf_mlp_forward(ctx, args);
+}
+
+static cvf_status backward_size(cvf_context *ctx, const void *args, size_t *bytes)
+{
+    return cvf_mlp_backward_workspace_size(ctx, args, bytes);
+}
+
+static cvf_status backward_run(cvf_context *ctx, const void *args)
+{
+    return cvf_mlp_backward(ctx, args);
+}
+
+static const call_op matmul_op = {"cvf_matmul_workspace_size", "cvf_matmul", matmul_size, matmul_run};
+static const call_op forward_op = {"cvf_mlp_forward_workspace_size", "cvf_mlp_forward", forward_size, forward_run};
+static const call_op backward_op = {"cvf_mlp_backward_workspace_size", "cvf_mlp_backward", backward_size,
+                                    backward_run};
+
 static const char *const kwlist_matmul[] = {"ctx", "a", "b", "c", "bias", "activation", "stream", "dl_stream", "alloc", NULL};
 
 /* matmul(ctx, a, b, c, bias, activation, stream, dl_stream, alloc): c = activation(a @ b + bias). */
@@ -459,29 +530,15 @@ static PyObject *py_matmul(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *result = NULL;
     if (call_begin(&s, ctx_obj, stream, dl_stream) < 0)
         goto done;
-    cvf_matrix a, b, c;
+    matmul_args m;
     cvf_vector bias;
-    if (take_matrix(&s, a_obj, "a", 0, &a) < 0 || take_matrix(&s, b_obj, "b", 0, &b) < 0 ||
-        take_matrix(&s, c_obj, "out", 1, &c) < 0)
+    if (take_matrix(&s, a_obj, "a", 0, &m.a) < 0 || take_matrix(&s, b_obj, "b", 0, &m.b) < 0 ||
+        take_matrix(&s, c_obj, "out", 1, &m.c) < 0)
         goto done;
     if (bias_obj != Py_None && take_vector(&s, bias_obj, "bias", 0, &bias) < 0)
         goto done;
-    cvf_epilogue ep = {(cvf_activation)activation, bias_obj != Py_None ? &bias : NULL, NULL, NULL, NULL};
-    size_t bytes = 0;
-    cvf_status status = CVF_STATUS_SUCCESS;
-    if (alloc != Py_None)
-        status = cvf_matmul_workspace_size(s.ctx, &a, &b, &c, &ep, &bytes);
-    if (call_prepare(&s, alloc, status, bytes, "cvf_matmul_workspace_size") < 0)
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    status = cvf_matmul(s.ctx, &a, &b, &c, &ep);
-    Py_END_ALLOW_THREADS
-    if (status != CVF_STATUS_SUCCESS) {
-        raise_status(s.ctx, "cvf_matmul", status);
-        goto done;
-    }
-    result = Py_None;
-    Py_INCREF(result);
+    m.ep = (cvf_epilogue){(cvf_activation)activation, bias_obj != Py_None ? &bias : NULL, NULL, NULL, NULL};
+    result = call_run(&s, alloc, &matmul_op, &m);
 done:
     call_end(&s);
     return result;
@@ -524,21 +581,7 @@ static PyObject *py_mlp_forward(PyObject *self, PyObject *args, PyObject *kwargs
         goto done;
     if (gelu_out != Py_None && take_matrix(&s, gelu_out, "gelu_output", 1, &a.gelu_output) < 0)
         goto done;
-    size_t bytes = 0;
-    cvf_status status = CVF_STATUS_SUCCESS;
-    if (alloc != Py_None)
-        status = cvf_mlp_forward_workspace_size(s.ctx, &a, &bytes);
-    if (call_prepare(&s, alloc, status, bytes, "cvf_mlp_forward_workspace_size") < 0)
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    status = cvf_mlp_forward(s.ctx, &a);
-    Py_END_ALLOW_THREADS
-    if (status != CVF_STATUS_SUCCESS) {
-        raise_status(s.ctx, "cvf_mlp_forward", status);
-        goto done;
-    }
-    result = Py_None;
-    Py_INCREF(result);
+    result = call_run(&s, alloc, &forward_op, &a);
 done:
     call_end(&s);
     return result;
@@ -584,21 +627,7 @@ static PyObject *py_mlp_backward(PyObject *self, PyObject *args, PyObject *kwarg
         take_matrix(&s, gw2, "grad_fc2_weight", 1, &a.grad_fc2_weight) < 0 ||
         take_vector(&s, gb2, "grad_fc2_bias", 1, &a.grad_fc2_bias) < 0)
         goto done;
-    size_t bytes = 0;
-    cvf_status status = CVF_STATUS_SUCCESS;
-    if (alloc != Py_None)
-        status = cvf_mlp_backward_workspace_size(s.ctx, &a, &bytes);
-    if (call_prepare(&s, alloc, status, bytes, "cvf_mlp_backward_workspace_size") < 0)
-        goto done;
-    Py_BEGIN_ALLOW_THREADS
-    status = cvf_mlp_backward(s.ctx, &a);
-    Py_END_ALLOW_THREADS
-    if (status != CVF_STATUS_SUCCESS) {
-        raise_status(s.ctx, "cvf_mlp_backward", status);
-        goto done;
-    }
-    result = Py_None;
-    Py_INCREF(result);
+    result = call_run(&s, alloc, &backward_op, &a);
 done:
     call_end(&s);
     return result;
