@@ -859,13 +859,14 @@ static void load_row(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t i,
 }
 
 /*
- * The vector side for one finished m x n tile at (i0, j0) of C, rows ldt floats apart, while it is
- * in L1: bias, aux_out, activation (GELU' with the matching aux_in tile), store, and the tile's
- * bias-gradient partial sums. aux has room for an MR_MAX x NR_MAX tile. When the tile is dense
- * (ldt == n) the activation runs once over all of it.
+ * The vector side for m finished rows of a tile at (i0, j0) of C, rows ldt floats apart, while they
+ * are in L1: bias, aux_out, activation (GELU' with the matching aux_in rows), store, and the tile's
+ * bias-gradient partial sums (continued from the tile's earlier rows when more_rows: a tile may be
+ * finished in pieces of rows, in order, with the same sums as in one piece). aux has room for an
+ * MR_MAX x NR_MAX tile. When the rows are dense (ldt == n) the activation runs once over all of them.
  */
-static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
-                        float *aux)
+static void finish_rows(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                        float *aux, bool more_rows)
 {
     const cvf_epilogue *ep = job->ep;
     const cvf_cpu_vec_ops *vec = job->vec;
@@ -877,6 +878,7 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
         e.aux_in = ep->aux_in ? element_at(ep->aux_in, i0, j0) : NULL;
         if (ep->bias_grad)
             e.sums = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
+        e.sums_continue = more_rows;
         e.scratch = aux;
         vec->finish_tile(&e, tile, ldt, m, n);
         return;
@@ -905,10 +907,18 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
         store_row(vec, job->c, i0 + r, j0, n, tile + r * ldt);
     if (ep->bias_grad) { /* rows summed in order into this MR-row tile's partial */
         float *partial = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
-        memcpy(partial, tile, sizeof(float) * (size_t)n);
-        for (int64_t r = 1; r < m; r++)
+        if (!more_rows)
+            memcpy(partial, tile, sizeof(float) * (size_t)n);
+        for (int64_t r = more_rows ? 0 : 1; r < m; r++)
             vec->accumulate(partial, tile + r * ldt, n);
     }
+}
+
+/* finish_rows for a whole m x n tile at (i0, j0). */
+static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                        float *aux)
+{
+    finish_rows(job, tile, ldt, i0, m, j0, n, aux, false);
 }
 
 /* Requests every cache line of the m rows of x at (i0 .. i0 + m, j0 .. j0 + n), for writing or
@@ -1014,6 +1024,88 @@ static void compute_wide_tiles(const gemm_job *job, const gemm_pass *pass, int64
     }
 }
 
+/* The 32-deep blocks of an overlapped kernel call per part of its side work (a part: a row or more
+ * of the previous tile's epilogue): the MLP backward's GELU' GEMM (2048 x 3072 x 768, one thread)
+ * took 22.6 ms with a part per block, 22.5 with one per 2 blocks, 25.2 per 4, 27.0 not overlapped
+ * (PERF.md, issue 15). */
+#define BLOCKS_PER_SIDE_PART 2
+
+/* The side work of one kernel call in compute_overlapped: the epilogue of the tile before (if
+ * any) and the prefetch of what the epilogue of the tile being computed will touch. */
+typedef struct overlap_work {
+    const gemm_job *job;
+    float *tile, *aux;                        /* the finished tile (NULL: none), rows ldt floats apart */
+    int64_t ldt, i0, m, j0, n;                /* its place in C */
+    int64_t next_i0, next_m, next_j0, next_n; /* the tile being computed */
+} overlap_work;
+
+/* Side work part `part` of `parts`: the epilogue lines of the same share of the computed tile's
+ * rows asked for, then the same share of the finished tile's rows finished. */
+static void overlap_part(void *arg, int64_t part, int64_t parts)
+{
+    const overlap_work *w = arg;
+    int64_t p0 = w->next_m * part / parts, p1 = w->next_m * (part + 1) / parts;
+    if (p0 < p1)
+        prefetch_epilogue(w->job, w->next_i0 + p0, p1 - p0, w->next_j0, w->next_n);
+    if (!w->tile)
+        return;
+    int64_t r0 = w->m * part / parts, r1 = w->m * (part + 1) / parts;
+    if (r0 < r1)
+        finish_rows(w->job, w->tile + r0 * w->ldt, w->ldt, w->i0 + r0, r1 - r0, w->j0, w->n, w->aux, r0 > 0);
+}
+
+/* Whether a pass's tiles go through compute_overlapped: a kernel with run_overlapped, tiles that the
+ * epilogue finishes (one pass, or the last of several into the fp32 block) and room for two tiles in
+ * the tile buffer. */
+static bool overlaps_epilogue(const gemm_job *job, const gemm_pass *pass)
+{
+    const gemm_plan *plan = &job->plan;
+    return plan->kernel->run_overlapped && !job->fused_store && !plan->direct_c &&
+           (!plan->multi_pass || (pass->last && job->finish)) &&
+           2 * plan->mr * plan->nr <= CVF_CPU_MR_MAX * CVF_CPU_NR_MAX;
+}
+
+/*
+ * The tiles of a compute share with the epilogue of each tile run during the next tile's kernel
+ * call, in pieces of rows between its tile operations (run_overlapped): the AMX unit computes the
+ * next tile while the vector units finish the last one, instead of each waiting for the other. One-pass
+ * tiles alternate between the two halves of the tile buffer (the kernel writes one while the
+ * epilogue reads the other); tiles of the fp32 block stay where they are. The last tile is finished
+ * after its call. Each tile's epilogue is the same arithmetic as finish_tile's, rows in order.
+ */
+static void compute_overlapped(const gemm_job *job, const gemm_pass *pass, int64_t i0, int64_t mc, int64_t jr_first,
+                               int64_t jr_last, const char *packed_a, float *tiles, float *aux)
+{
+    const gemm_plan *plan = &job->plan;
+    const cvf_cpu_kernel *kernel = plan->kernel;
+    size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
+    size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
+    int64_t blocks = cvf_cpu_pack_depth(kernel->format, pass->kc) / CVF_CPU_TILE_DEPTH; /* the kernel's K steps */
+    int64_t parts = min64(plan->mr, max64(blocks / BLOCKS_PER_SIDE_PART, 1));
+    overlap_work work = {job, NULL, aux, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t count = 0;
+    for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
+        int64_t n = min64(plan->nr, pass->nc - jr);
+        const char *b = pass->packed_b + (size_t)(jr / plan->nr) * b_panel;
+        for (int64_t ir = 0; ir < mc; ir += plan->mr, count++) {
+            int64_t m = min64(plan->mr, mc - ir);
+            const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            float *out = tiles + (count % 2) * plan->mr * plan->nr;
+            int64_t ld = n;
+            if (plan->multi_pass) {
+                out = job->acc + (i0 + ir) * plan->acc_ld + jr;
+                ld = plan->acc_ld;
+            }
+            work.next_i0 = i0 + ir, work.next_m = m, work.next_j0 = pass->j0 + jr, work.next_n = n;
+            cvf_cpu_side_work side = {overlap_part, &work, parts};
+            kernel->run_overlapped(pass->kc, a, b, out, ld, m, n, !pass->first, &side);
+            work.tile = out, work.ldt = ld, work.i0 = i0 + ir, work.m = m, work.j0 = pass->j0 + jr, work.n = n;
+        }
+    }
+    if (work.tile)
+        finish_tile(job, work.tile, work.ldt, work.i0, work.m, work.j0, work.n, aux);
+}
+
 /* Compute share `task` of a pass: one MC block of rows against one chunk of the B block's panels. */
 static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
 {
@@ -1045,6 +1137,10 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
     size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     if (!plan->multi_pass && !job->fused_store && plan->nr * 4 <= CVF_CPU_NR_MAX) {
         compute_wide_tiles(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
+        return;
+    }
+    if (overlaps_epilogue(job, pass)) {
+        compute_overlapped(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
         return;
     }
     /* the next B micro-panel is asked for into L2 a slice per kernel call, so that the first call
