@@ -754,27 +754,33 @@ static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0,
     const int64_t mr = plan->mr, kt = CVF_CPU_TILE_DEPTH, depth = cvf_cpu_pack_depth(CVF_CPU_PACK_BF16_TILES, kc);
     const int64_t rs = a->row_stride, ps = a->col_stride;
     const uint16_t *base = (const uint16_t *)a->data + i0 * rs + p0 * ps;
-    for (int64_t i = 0; i < mc; i += mr) {
+    for (int64_t i = 0; ps == 1 && i < mc; i += mr) { /* rows of A contiguous: 64-byte runs */
         uint16_t *panel = packed + (i / mr) * mr * depth;
-        int64_t rows = min64(mr, mc - i);
-        if (ps == 1) { /* rows of A contiguous: 64-byte runs */
-            for (int64_t t = 0; t < depth / kt; t++) {
-                int64_t width = min64(kt, kc - t * kt);
-                for (int64_t r = 0; r < rows; r++) {
-                    uint16_t *d = panel + (t * mr + r) * kt;
-                    if (width == kt) { /* a whole tile row: a fixed-size copy, inlined */
-                        memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * CVF_CPU_TILE_DEPTH);
-                        continue;
-                    }
-                    memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * (size_t)width);
-                    memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
+        for (int64_t t = 0; t < depth / kt; t++) {
+            int64_t width = min64(kt, kc - t * kt);
+            for (int64_t r = 0; r < min64(mr, mc - i); r++) {
+                uint16_t *d = panel + (t * mr + r) * kt;
+                if (width == kt) { /* a whole tile row: a fixed-size copy, inlined */
+                    memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * CVF_CPU_TILE_DEPTH);
+                    continue;
                 }
+                memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * (size_t)width);
+                memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
             }
-        } else {
-            transpose_tiles(base + i * rs, rs, ps, rows, kc, depth, mr, panel);
         }
-        for (int64_t t = 0; t < depth / kt; t++) /* rows past the edge */
-            memset(panel + (t * mr + rows) * kt, 0, sizeof(uint16_t) * (size_t)((mr - rows) * kt));
+    }
+    /* otherwise one tile depth of K at a time across all the panels: each source line (A^T stored:
+     * mc values of A's column p) is then read whole, its lines one after another, instead of a
+     * 64-byte piece of it per panel, each piece a miss from another row */
+    for (int64_t t = 0; ps != 1 && t < depth / kt; t++)
+        for (int64_t i = 0; i < mc; i += mr)
+            transpose_tiles(base + i * rs + t * kt * ps, rs, ps, min64(mr, mc - i), min64(kt, kc - t * kt), kt, mr,
+                            packed + (i / mr) * mr * depth + t * mr * kt);
+    for (int64_t i = 0; i < mc; i += mr) { /* rows past the edge */
+        int64_t rows = min64(mr, mc - i);
+        for (int64_t t = 0; t < depth / kt; t++)
+            memset(packed + (i / mr) * mr * depth + (t * mr + rows) * kt, 0,
+                   sizeof(uint16_t) * (size_t)((mr - rows) * kt));
     }
 }
 
