@@ -934,8 +934,9 @@ static inline void prefetch_rows(const cvf_matrix *x, int64_t i0, int64_t m, int
 {
     int64_t size = (int64_t)cvf_dtype_size(x->dtype);
     int64_t span = (n - 1) * x->col_stride * size; /* bytes from the first to the last element of a row */
-    for (int64_t r = 0; r < m; r++) {
-        const char *first = element_at(x, i0 + r, j0), *last = first + span;
+    const char *row = (const char *)x->data + (i0 * x->row_stride + j0 * x->col_stride) * size;
+    for (int64_t r = 0; r < m; r++, row += x->row_stride * size) { /* (element_at's size look-up once) */
+        const char *first = row, *last = first + span;
         const char *line = (const char *)((uintptr_t)first & ~(uintptr_t)63);
         for (; line <= last; line += 64) {
             if (write)
