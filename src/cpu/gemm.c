@@ -864,6 +864,33 @@ static void load_row(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t i,
         cvf_cpu_load_run(x->data, x->dtype, offset, x->col_stride, n, values);
 }
 
+/* The tile epilogue (unit column strides) of the tile whose element (0, 0) is (i0, j0) of C: its
+ * rows of C, aux_out and aux_in, its bias and its bias-gradient partial; aux is the scratch row. */
+static cvf_cpu_tile_epilogue tile_epilogue_at(const gemm_job *job, int64_t i0, int64_t j0, float *aux)
+{
+    const cvf_epilogue *ep = job->ep;
+    cvf_cpu_tile_epilogue e = job->tile_epilogue;
+    e.bias = ep->bias ? (const float *)(job->workspace + job->plan.off_bias) + j0 : NULL;
+    e.c = element_at(job->c, i0, j0);
+    e.aux_out = ep->aux_out ? element_at(ep->aux_out, i0, j0) : NULL;
+    e.aux_in = ep->aux_in ? element_at(ep->aux_in, i0, j0) : NULL;
+    if (ep->bias_grad)
+        e.sums = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
+    e.scratch = aux;
+    return e;
+}
+
+/* e moved down by `rows` rows (its C, aux_out and aux_in rows; the bias and the tile's partial stay). */
+static cvf_cpu_tile_epilogue tile_epilogue_rows_down(cvf_cpu_tile_epilogue e, int64_t rows)
+{
+    e.c = (char *)e.c + rows * e.c_ld * e.c_size;
+    if (e.aux_out)
+        e.aux_out = (char *)e.aux_out + rows * e.aux_out_ld * e.aux_out_size;
+    if (e.aux_in)
+        e.aux_in = (const char *)e.aux_in + rows * e.aux_in_ld * e.aux_in_size;
+    return e;
+}
+
 /*
  * The vector side for m finished rows of a tile at (i0, j0) of C, rows ldt floats apart, while they
  * are in L1: bias, aux_out, activation (GELU' with the matching aux_in rows), store, and the tile's
@@ -877,15 +904,8 @@ static void finish_rows(const gemm_job *job, float *tile, int64_t ldt, int64_t i
     const cvf_epilogue *ep = job->ep;
     const cvf_cpu_vec_ops *vec = job->vec;
     if (job->unit_columns) { /* the common layouts: the whole tile in one call of the level's code */
-        cvf_cpu_tile_epilogue e = job->tile_epilogue;
-        e.bias = ep->bias ? (const float *)(job->workspace + job->plan.off_bias) + j0 : NULL;
-        e.c = element_at(job->c, i0, j0);
-        e.aux_out = ep->aux_out ? element_at(ep->aux_out, i0, j0) : NULL;
-        e.aux_in = ep->aux_in ? element_at(ep->aux_in, i0, j0) : NULL;
-        if (ep->bias_grad)
-            e.sums = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
+        cvf_cpu_tile_epilogue e = tile_epilogue_at(job, i0, j0, aux);
         e.sums_continue = more_rows;
-        e.scratch = aux;
         vec->finish_tile(&e, tile, ldt, m, n);
         return;
     }
@@ -1043,6 +1063,7 @@ typedef struct overlap_work {
     const gemm_job *job;
     float *tile, *aux;                        /* the finished tile (NULL: none), rows ldt floats apart */
     int64_t ldt, i0, m, j0, n;                /* its place in C */
+    cvf_cpu_tile_epilogue epilogue;           /* its tile epilogue, made once (unit column strides) */
     int64_t next_i0, next_m, next_j0, next_n; /* the tile being computed */
 } overlap_work;
 
@@ -1057,8 +1078,15 @@ static void overlap_part(void *arg, int64_t part, int64_t parts)
     if (!w->tile)
         return;
     int64_t r0 = w->m * part / parts, r1 = w->m * (part + 1) / parts;
-    if (r0 < r1)
+    if (r0 >= r1)
+        return;
+    if (!w->job->unit_columns) {
         finish_rows(w->job, w->tile + r0 * w->ldt, w->ldt, w->i0 + r0, r1 - r0, w->j0, w->n, w->aux, r0 > 0);
+        return;
+    }
+    cvf_cpu_tile_epilogue e = tile_epilogue_rows_down(w->epilogue, r0); /* finish_rows' call, set up once */
+    e.sums_continue = r0 > 0;
+    w->job->vec->finish_tile(&e, w->tile + r0 * w->ldt, w->ldt, r1 - r0, w->n);
 }
 
 /* Whether a pass's tiles go through compute_overlapped: a kernel with run_overlapped, tiles that the
@@ -1089,7 +1117,9 @@ static void compute_overlapped(const gemm_job *job, const gemm_pass *pass, int64
     size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     int64_t blocks = cvf_cpu_pack_depth(kernel->format, pass->kc) / CVF_CPU_TILE_DEPTH; /* the kernel's K steps */
     int64_t parts = min64(plan->mr, max64(blocks / BLOCKS_PER_SIDE_PART, 1));
-    overlap_work work = {job, NULL, aux, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    overlap_work work;
+    memset(&work, 0, sizeof work);
+    work.job = job, work.aux = aux;
     int64_t count = 0;
     for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
         int64_t n = min64(plan->nr, pass->nc - jr);
@@ -1107,6 +1137,8 @@ static void compute_overlapped(const gemm_job *job, const gemm_pass *pass, int64
             cvf_cpu_side_work side = {overlap_part, &work, parts};
             kernel->run_overlapped(pass->kc, a, b, out, ld, m, n, !pass->first, &side);
             work.tile = out, work.ldt = ld, work.i0 = i0 + ir, work.m = m, work.j0 = pass->j0 + jr, work.n = n;
+            if (job->unit_columns)
+                work.epilogue = tile_epilogue_at(job, work.i0, work.j0, aux);
         }
     }
     if (work.tile)
