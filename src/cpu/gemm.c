@@ -954,9 +954,8 @@ static inline void prefetch_rows(const cvf_matrix *x, int64_t i0, int64_t m, int
 {
     int64_t size = (int64_t)cvf_dtype_size(x->dtype);
     int64_t span = (n - 1) * x->col_stride * size; /* bytes from the first to the last element of a row */
-    const char *row = (const char *)x->data + (i0 * x->row_stride + j0 * x->col_stride) * size;
-    for (int64_t r = 0; r < m; r++, row += x->row_stride * size) { /* (element_at's size look-up once) */
-        const char *first = row, *last = first + span;
+    for (int64_t r = 0; r < m; r++) {
+        const char *first = element_at(x, i0 + r, j0), *last = first + span;
         const char *line = (const char *)((uintptr_t)first & ~(uintptr_t)63);
         for (; line <= last; line += 64) {
             if (write)
@@ -1061,11 +1060,32 @@ static void compute_wide_tiles(const gemm_job *job, const gemm_pass *pass, int64
  * any) and the prefetch of what the epilogue of the tile being computed will touch. */
 typedef struct overlap_work {
     const gemm_job *job;
-    float *tile, *aux;                        /* the finished tile (NULL: none), rows ldt floats apart */
-    int64_t ldt, i0, m, j0, n;                /* its place in C */
-    cvf_cpu_tile_epilogue epilogue;           /* its tile epilogue, made once (unit column strides) */
-    int64_t next_i0, next_m, next_j0, next_n; /* the tile being computed */
+    float *tile, *aux;              /* the finished tile (NULL: none), rows ldt floats apart */
+    int64_t ldt, i0, m, j0, n;      /* its place in C */
+    cvf_cpu_tile_epilogue epilogue; /* its tile epilogue, made once (unit column strides) */
+    cvf_cpu_tile_epilogue next;     /* the same for the tile being computed, */
+    int64_t next_m, next_n;         /* m x n */
 } overlap_work;
+
+/* Asks for the lines of rows [r0, r1) of n columns that the tile epilogue e will touch (C and
+ * aux_out written, aux_in read), as prefetch_epilogue does, from e's row pointers. The empty
+ * volatile asm keeps the function: gcc counts prefetches as no effect at all, so a function of
+ * prefetches alone is "const" to it and its calls were deleted (the GELU' GEMM ran 2x slower). */
+static void prefetch_tile_rows(const cvf_cpu_tile_epilogue *e, int64_t r0, int64_t r1, int64_t n)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        const char *c = (const char *)e->c + r * e->c_ld * e->c_size;
+        for (int64_t byte = -(int64_t)((uintptr_t)c & 63); byte < n * e->c_size; byte += 64)
+            __builtin_prefetch(c + byte, 1, 3);
+        const char *in = e->aux_in ? (const char *)e->aux_in + r * e->aux_in_ld * e->aux_in_size : NULL;
+        for (int64_t byte = in ? -(int64_t)((uintptr_t)in & 63) : 0; in && byte < n * e->aux_in_size; byte += 64)
+            __builtin_prefetch(in + byte, 0, 3);
+        const char *out = e->aux_out ? (const char *)e->aux_out + r * e->aux_out_ld * e->aux_out_size : NULL;
+        for (int64_t byte = out ? -(int64_t)((uintptr_t)out & 63) : 0; out && byte < n * e->aux_out_size; byte += 64)
+            __builtin_prefetch(out + byte, 1, 3);
+    }
+    __asm__ __volatile__("");
+}
 
 /* Side work part `part` of `parts`: the epilogue lines of the same share of the computed tile's
  * rows asked for, then the same share of the finished tile's rows finished. */
@@ -1073,8 +1093,8 @@ static void overlap_part(void *arg, int64_t part, int64_t parts)
 {
     const overlap_work *w = arg;
     int64_t p0 = w->next_m * part / parts, p1 = w->next_m * (part + 1) / parts;
-    if (p0 < p1)
-        prefetch_epilogue(w->job, w->next_i0 + p0, p1 - p0, w->next_j0, w->next_n);
+    if (w->job->unit_columns) /* (strided rows: a line per element, not asked for, as in prefetch_epilogue) */
+        prefetch_tile_rows(&w->next, p0, p1, w->next_n);
     if (!w->tile)
         return;
     int64_t r0 = w->m * part / parts, r1 = w->m * (part + 1) / parts;
@@ -1133,12 +1153,13 @@ static void compute_overlapped(const gemm_job *job, const gemm_pass *pass, int64
                 out = job->acc + (i0 + ir) * plan->acc_ld + jr;
                 ld = plan->acc_ld;
             }
-            work.next_i0 = i0 + ir, work.next_m = m, work.next_j0 = pass->j0 + jr, work.next_n = n;
+            if (job->unit_columns)
+                work.next = tile_epilogue_at(job, i0 + ir, pass->j0 + jr, aux);
+            work.next_m = m, work.next_n = n;
             cvf_cpu_side_work side = {overlap_part, &work, parts};
             kernel->run_overlapped(pass->kc, a, b, out, ld, m, n, !pass->first, &side);
             work.tile = out, work.ldt = ld, work.i0 = i0 + ir, work.m = m, work.j0 = pass->j0 + jr, work.n = n;
-            if (job->unit_columns)
-                work.epilogue = tile_epilogue_at(job, work.i0, work.j0, aux);
+            work.epilogue = work.next;
         }
     }
     if (work.tile)
