@@ -44,7 +44,9 @@ int main(int argc, char **argv)
         return 1;
     memset(a, 0x3c, a_bytes * (size_t)a_panels); /* bf16 values near 0.01: no subnormals */
     memset(b, 0x3c, b_bytes * (size_t)b_panels);
-    long calls = 200000000L / (kc * k->mr * k->nr * a_panels * b_panels) + 1;
+    /* ~20 GFLOP (~10 ms at the kernel's speed): 0.4 GFLOP, as before, timed a few hundred
+     * microseconds, where the first touches of c and the timer's own cost skewed the rate */
+    long calls = 10000000000L / (kc * k->mr * k->nr * a_panels * b_panels) + 1;
     k->begin();
     double t = thread_seconds();
     for (long r = 0; r < calls; r++)

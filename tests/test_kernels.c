@@ -152,11 +152,28 @@ static void free_operands(operands *ops)
     ops->a_panel = ops->b_panel = NULL;
 }
 
+/* What a kernel's side work saw: the parts run, in order, and whether any came twice or early. */
+typedef struct side_record {
+    int64_t next, parts;
+    bool out_of_order;
+} side_record;
+
+/* Side work for run_overlapped: records part `part` of `parts`. */
+static void record_part(void *arg, int64_t part, int64_t parts)
+{
+    side_record *r = arg;
+    r->out_of_order |= part != r->next || parts != r->parts;
+    r->next++;
+}
+
 /* Runs kernel k on ops for the m x n corner into a poisoned C (initial corner values when
- * accumulating, one of them NaN) and checks every element of the C allocation. Returns the
- * number of wrong elements; describes the first in *example (when non-empty, untouched). */
+ * accumulating, one of them NaN) and checks every element of the C allocation; with overlapped,
+ * through run_overlapped with side work of a few parts (each must run once, in order). Returns the
+ * number of wrong elements (a wrong side work counts as one); describes the first in *example (when
+ * non-empty, untouched). */
 static int64_t run_corner(const cvf_cpu_kernel *k, const operands *ops, int64_t m, int64_t n, int accumulate,
-                          float *buffer, size_t buffer_floats, cvft_rng *rng, char *example, size_t example_size)
+                          bool overlapped, float *buffer, size_t buffer_floats, cvft_rng *rng, char *example,
+                          size_t example_size)
 {
     const int64_t ldc = k->nr + LDC_EXTRA;
     const int64_t nan_i = (m * 5 + n) % m, nan_j = (m + n * 3) % n;
@@ -170,10 +187,22 @@ static int64_t run_corner(const cvf_cpu_kernel *k, const operands *ops, int64_t 
                 c[i * ldc + j] = init[i][j] = i == nan_i && j == nan_j ? NAN : (float)cvft_rng_uniform(rng, -1, 1);
     if (k->begin) /* per-thread state (AMX tiles) around the run, as the driver does */
         k->begin();
-    k->run(ops->kc, ops->a_panel, ops->b_panel, c, ldc, m, n, accumulate);
+    side_record record = {0, 1 + (m * 7 + n + ops->kc) % 40, false};
+    cvf_cpu_side_work side = {record_part, &record, record.parts};
+    if (overlapped)
+        k->run_overlapped(ops->kc, ops->a_panel, ops->b_panel, c, ldc, m, n, accumulate, &side);
+    else
+        k->run(ops->kc, ops->a_panel, ops->b_panel, c, ldc, m, n, accumulate);
     if (k->end)
         k->end();
     int64_t wrong = 0;
+    if (overlapped && (record.out_of_order || record.next != record.parts)) {
+        wrong++;
+        if (!example[0])
+            snprintf(example, example_size, "%s kc=%lld m=%lld n=%lld: run_overlapped ran %lld of %lld side parts%s",
+                     k->name, (long long)ops->kc, (long long)m, (long long)n, (long long)record.next,
+                     (long long)record.parts, record.out_of_order ? ", out of order" : "");
+    }
     for (size_t e = 0; e < buffer_floats; e++) {
         int64_t offset = (int64_t)e - C_SHIFT, i = offset >= 0 ? offset / ldc : -1, j = offset >= 0 ? offset % ldc : -1;
         bool in_corner = i >= 0 && i < m && j < n;
@@ -193,14 +222,16 @@ static int64_t run_corner(const cvf_cpu_kernel *k, const operands *ops, int64_t 
         }
         if (!ok && wrong++ == 0 && !example[0])
             snprintf(example, example_size,
-                     "%s kc=%lld m=%lld n=%lld accumulate=%d: c[%lld][%lld] (%s) = %.9g (0x%08X), want %.9g +- %.3g",
-                     k->name, (long long)ops->kc, (long long)m, (long long)n, accumulate, (long long)i, (long long)j,
-                     in_corner ? "corner" : "outside the corner", (double)got, (unsigned)bits_of(got), want, bound);
+                     "%s%s kc=%lld m=%lld n=%lld accumulate=%d: c[%lld][%lld] (%s) = %.9g (0x%08X), want %.9g +- %.3g",
+                     k->name, overlapped ? " (overlapped)" : "", (long long)ops->kc, (long long)m, (long long)n,
+                     accumulate, (long long)i, (long long)j, in_corner ? "corner" : "outside the corner", (double)got,
+                     (unsigned)bits_of(got), want, bound);
     }
     return wrong;
 }
 
-/* Tests kernel k over every kc of kc_values, every m x n corner and both store modes. */
+/* Tests kernel k over every kc of kc_values, every m x n corner and both store modes (and through
+ * run_overlapped, where the kernel has it). */
 static void test_kernel(const cvf_cpu_kernel *k, uint64_t seed)
 {
     static operands ops;
@@ -215,20 +246,22 @@ static void test_kernel(const cvf_cpu_kernel *k, uint64_t seed)
             free_operands(&ops);
             break;
         }
-        for (int accumulate = 0; accumulate <= 1; accumulate++)
-            for (int64_t m = 1; m <= k->mr; m++)
-                for (int64_t n = 1; n <= k->nr; n++) {
-                    cases++;
-                    if (run_corner(k, &ops, m, n, accumulate, buffer, buffer_floats, &rng, example, sizeof example))
-                        failed_cases++;
-                }
+        for (int overlapped = 0; overlapped <= (k->run_overlapped != NULL); overlapped++)
+            for (int accumulate = 0; accumulate <= 1; accumulate++)
+                for (int64_t m = 1; m <= k->mr; m++)
+                    for (int64_t n = 1; n <= k->nr; n++) {
+                        cases++;
+                        if (run_corner(k, &ops, m, n, accumulate, overlapped, buffer, buffer_floats, &rng, example,
+                                       sizeof example))
+                            failed_cases++;
+                    }
         free_operands(&ops);
     }
     free(buffer);
     CHECK(failed_cases == 0, "%s: %lld of %lld cases wrong; first: %s", k->name, (long long)failed_cases,
           (long long)cases, example);
-    printf("  %-26s %lld cases (kc x m x n x accumulate), %lld wrong\n", k->name, (long long)cases,
-           (long long)failed_cases);
+    printf("  %-26s %lld cases (kc x m x n x accumulate%s), %lld wrong\n", k->name, (long long)cases,
+           k->run_overlapped ? " x overlapped" : "", (long long)failed_cases);
 }
 
 /* Checks the descriptor that cvf_cpu_kernel_for returns for level isa and dtypes a, b. */

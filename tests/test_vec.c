@@ -777,7 +777,8 @@ static size_t elt_size(cvf_dtype dtype)
  * bias, store aux_out, load aux_in, activate, store c, sums = row 0 + row 1 + ...), compared bit for
  * bit: every activation, c / aux_out / aux_in in each dtype, with and without bias and sums, m rows
  * of every width n up to 67 (full blocks and tails), rows of c and aux_out longer than n whose
- * elements past n must not change, and x rows ldx apart. */
+ * elements past n must not change, and x rows ldx apart; also in pieces of rows with the sums
+ * continued (sums_continue), which must give the same bits. */
 static void test_finish_tile(const cvf_cpu_vec_ops *ops)
 {
     enum { M = 6, W = 67, LD = 80, LDX = 72 };
@@ -802,12 +803,10 @@ static void test_finish_tile(const cvf_cpu_vec_ops *ops)
                     ops->store(aux_in, id, M * LD, ain);
                     for (int m = 1; m <= M; m += M - 1)
                         for (int n = 1; n <= W; n++) {
-                            memset(c, 0xA5, sizeof c);
                             memset(want_c, 0xA5, sizeof want_c);
-                            memset(aout, 0x5A, sizeof aout);
                             memset(want_aout, 0x5A, sizeof want_aout);
                             for (int j = 0; j < W + 8; j++)
-                                sums[j] = want_sums[j] = -7.0f;
+                                want_sums[j] = -7.0f;
                             /* the definition, member by member */
                             for (int r = 0; r < m; r++) {
                                 memcpy(row, x + r * LDX, (size_t)n * sizeof(float));
@@ -826,30 +825,48 @@ static void test_finish_tile(const cvf_cpu_vec_ops *ops)
                                         ops->accumulate(want_sums, row, n);
                                 }
                             }
-                            memcpy(work, x, sizeof work);
-                            cvf_cpu_tile_epilogue e = {.activation = (cvf_activation)act,
-                                                       .bias = with_bias ? bias : NULL,
-                                                       .aux_out = ao ? aout : NULL,
-                                                       .aux_out_dtype = od,
-                                                       .aux_out_ld = LD,
-                                                       .aux_out_size = (int64_t)elt_size(od),
-                                                       .aux_in = needs_aux ? aux_in : NULL,
-                                                       .aux_in_dtype = id,
-                                                       .aux_in_ld = LD,
-                                                       .aux_in_size = (int64_t)elt_size(id),
-                                                       .c = c,
-                                                       .c_dtype = cd,
-                                                       .c_ld = LD,
-                                                       .c_size = (int64_t)elt_size(cd),
-                                                       .sums = with_sums ? sums : NULL,
-                                                       .scratch = aux};
-                            ops->finish_tile(&e, work, LDX, m, n);
-                            cases++;
-                            bool same = memcmp(c, want_c, sizeof c) == 0 && memcmp(aout, want_aout, sizeof aout) == 0 &&
-                                        memcmp(sums, want_sums, sizeof sums) == 0;
-                            if (!same && bad++ < MAX_EXAMPLES)
-                                printf("  %s finish_tile: act %d c %s aux_out %d bias %d sums %d m %d n %d differs\n",
-                                       ops->name, act, cvf_dtype_name(cd), ao, with_bias, with_sums, m, n);
+                            /* in one call, then (m > 1) in pieces of rows [0, 2), [2, m - 1), [m - 1, m)
+                             * with the sums continued, as the AMX driver finishes a tile */
+                            for (int split = 0; split <= (m > 1); split++) {
+                                memset(c, 0xA5, sizeof c);
+                                memset(aout, 0x5A, sizeof aout);
+                                for (int j = 0; j < W + 8; j++)
+                                    sums[j] = -7.0f;
+                                memcpy(work, x, sizeof work);
+                                int cuts[4] = {0, split ? 2 : m, split ? m - 1 : m, m};
+                                for (int piece = 0; piece < 3; piece++) {
+                                    int r0 = cuts[piece], r1 = cuts[piece + 1];
+                                    if (r0 >= r1)
+                                        continue;
+                                    cvf_cpu_tile_epilogue e = {
+                                        .activation = (cvf_activation)act,
+                                        .bias = with_bias ? bias : NULL,
+                                        .aux_out = ao ? aout + (size_t)r0 * LD * elt_size(od) : NULL,
+                                        .aux_out_dtype = od,
+                                        .aux_out_ld = LD,
+                                        .aux_out_size = (int64_t)elt_size(od),
+                                        .aux_in = needs_aux ? aux_in + (size_t)r0 * LD * elt_size(id) : NULL,
+                                        .aux_in_dtype = id,
+                                        .aux_in_ld = LD,
+                                        .aux_in_size = (int64_t)elt_size(id),
+                                        .c = c + (size_t)r0 * LD * elt_size(cd),
+                                        .c_dtype = cd,
+                                        .c_ld = LD,
+                                        .c_size = (int64_t)elt_size(cd),
+                                        .sums = with_sums ? sums : NULL,
+                                        .sums_continue = r0 > 0,
+                                        .scratch = aux};
+                                    ops->finish_tile(&e, work + r0 * LDX, LDX, r1 - r0, n);
+                                }
+                                cases++;
+                                bool same = memcmp(c, want_c, sizeof c) == 0 &&
+                                            memcmp(aout, want_aout, sizeof aout) == 0 &&
+                                            memcmp(sums, want_sums, sizeof sums) == 0;
+                                if (!same && bad++ < MAX_EXAMPLES)
+                                    printf("  %s finish_tile: act %d c %s aux_out %d bias %d sums %d m %d n %d split "
+                                           "%d differs\n",
+                                           ops->name, act, cvf_dtype_name(cd), ao, with_bias, with_sums, m, n, split);
+                            }
                         }
                 }
     CHECK(bad == 0, "%s finish_tile: %lld of %lld tiles differ from the members in order", ops->name, bad, cases);

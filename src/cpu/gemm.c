@@ -754,27 +754,33 @@ static void pack_a_tiles(const gemm_plan *plan, const cvf_matrix *a, int64_t i0,
     const int64_t mr = plan->mr, kt = CVF_CPU_TILE_DEPTH, depth = cvf_cpu_pack_depth(CVF_CPU_PACK_BF16_TILES, kc);
     const int64_t rs = a->row_stride, ps = a->col_stride;
     const uint16_t *base = (const uint16_t *)a->data + i0 * rs + p0 * ps;
-    for (int64_t i = 0; i < mc; i += mr) {
+    for (int64_t i = 0; ps == 1 && i < mc; i += mr) { /* rows of A contiguous: 64-byte runs */
         uint16_t *panel = packed + (i / mr) * mr * depth;
-        int64_t rows = min64(mr, mc - i);
-        if (ps == 1) { /* rows of A contiguous: 64-byte runs */
-            for (int64_t t = 0; t < depth / kt; t++) {
-                int64_t width = min64(kt, kc - t * kt);
-                for (int64_t r = 0; r < rows; r++) {
-                    uint16_t *d = panel + (t * mr + r) * kt;
-                    if (width == kt) { /* a whole tile row: a fixed-size copy, inlined */
-                        memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * CVF_CPU_TILE_DEPTH);
-                        continue;
-                    }
-                    memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * (size_t)width);
-                    memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
+        for (int64_t t = 0; t < depth / kt; t++) {
+            int64_t width = min64(kt, kc - t * kt);
+            for (int64_t r = 0; r < min64(mr, mc - i); r++) {
+                uint16_t *d = panel + (t * mr + r) * kt;
+                if (width == kt) { /* a whole tile row: a fixed-size copy, inlined */
+                    memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * CVF_CPU_TILE_DEPTH);
+                    continue;
                 }
+                memcpy(d, base + (i + r) * rs + t * kt, sizeof(uint16_t) * (size_t)width);
+                memset(d + width, 0, sizeof(uint16_t) * (size_t)(kt - width));
             }
-        } else {
-            transpose_tiles(base + i * rs, rs, ps, rows, kc, depth, mr, panel);
         }
-        for (int64_t t = 0; t < depth / kt; t++) /* rows past the edge */
-            memset(panel + (t * mr + rows) * kt, 0, sizeof(uint16_t) * (size_t)((mr - rows) * kt));
+    }
+    /* otherwise one tile depth of K at a time across all the panels: each source line (A^T stored:
+     * mc values of A's column p) is then read whole, its lines one after another, instead of a
+     * 64-byte piece of it per panel, each piece a miss from another row */
+    for (int64_t t = 0; ps != 1 && t < depth / kt; t++)
+        for (int64_t i = 0; i < mc; i += mr)
+            transpose_tiles(base + i * rs + t * kt * ps, rs, ps, min64(mr, mc - i), min64(kt, kc - t * kt), kt, mr,
+                            packed + (i / mr) * mr * depth + t * mr * kt);
+    for (int64_t i = 0; i < mc; i += mr) { /* rows past the edge */
+        int64_t rows = min64(mr, mc - i);
+        for (int64_t t = 0; t < depth / kt; t++)
+            memset(packed + (i / mr) * mr * depth + (t * mr + rows) * kt, 0,
+                   sizeof(uint16_t) * (size_t)((mr - rows) * kt));
     }
 }
 
@@ -858,26 +864,48 @@ static void load_row(const cvf_cpu_vec_ops *vec, const cvf_matrix *x, int64_t i,
         cvf_cpu_load_run(x->data, x->dtype, offset, x->col_stride, n, values);
 }
 
+/* The tile epilogue (unit column strides) of the tile whose element (0, 0) is (i0, j0) of C: its
+ * rows of C, aux_out and aux_in, its bias and its bias-gradient partial; aux is the scratch row. */
+static cvf_cpu_tile_epilogue tile_epilogue_at(const gemm_job *job, int64_t i0, int64_t j0, float *aux)
+{
+    const cvf_epilogue *ep = job->ep;
+    cvf_cpu_tile_epilogue e = job->tile_epilogue;
+    e.bias = ep->bias ? (const float *)(job->workspace + job->plan.off_bias) + j0 : NULL;
+    e.c = element_at(job->c, i0, j0);
+    e.aux_out = ep->aux_out ? element_at(ep->aux_out, i0, j0) : NULL;
+    e.aux_in = ep->aux_in ? element_at(ep->aux_in, i0, j0) : NULL;
+    if (ep->bias_grad)
+        e.sums = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
+    e.scratch = aux;
+    return e;
+}
+
+/* e moved down by `rows` rows (its C, aux_out and aux_in rows; the bias and the tile's partial stay). */
+static cvf_cpu_tile_epilogue tile_epilogue_rows_down(cvf_cpu_tile_epilogue e, int64_t rows)
+{
+    e.c = (char *)e.c + rows * e.c_ld * e.c_size;
+    if (e.aux_out)
+        e.aux_out = (char *)e.aux_out + rows * e.aux_out_ld * e.aux_out_size;
+    if (e.aux_in)
+        e.aux_in = (const char *)e.aux_in + rows * e.aux_in_ld * e.aux_in_size;
+    return e;
+}
+
 /*
- * The vector side for one finished m x n tile at (i0, j0) of C, rows ldt floats apart, while it is
- * in L1: bias, aux_out, activation (GELU' with the matching aux_in tile), store, and the tile's
- * bias-gradient partial sums. aux has room for an MR_MAX x NR_MAX tile. When the tile is dense
- * (ldt == n) the activation runs once over all of it.
+ * The vector side for m finished rows of a tile at (i0, j0) of C, rows ldt floats apart, while they
+ * are in L1: bias, aux_out, activation (GELU' with the matching aux_in rows), store, and the tile's
+ * bias-gradient partial sums (continued from the tile's earlier rows when more_rows: a tile may be
+ * finished in pieces of rows, in order, with the same sums as in one piece). aux has room for an
+ * MR_MAX x NR_MAX tile. When the rows are dense (ldt == n) the activation runs once over all of them.
  */
-static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
-                        float *aux)
+static void finish_rows(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                        float *aux, bool more_rows)
 {
     const cvf_epilogue *ep = job->ep;
     const cvf_cpu_vec_ops *vec = job->vec;
     if (job->unit_columns) { /* the common layouts: the whole tile in one call of the level's code */
-        cvf_cpu_tile_epilogue e = job->tile_epilogue;
-        e.bias = ep->bias ? (const float *)(job->workspace + job->plan.off_bias) + j0 : NULL;
-        e.c = element_at(job->c, i0, j0);
-        e.aux_out = ep->aux_out ? element_at(ep->aux_out, i0, j0) : NULL;
-        e.aux_in = ep->aux_in ? element_at(ep->aux_in, i0, j0) : NULL;
-        if (ep->bias_grad)
-            e.sums = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
-        e.scratch = aux;
+        cvf_cpu_tile_epilogue e = tile_epilogue_at(job, i0, j0, aux);
+        e.sums_continue = more_rows;
         vec->finish_tile(&e, tile, ldt, m, n);
         return;
     }
@@ -905,10 +933,18 @@ static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i
         store_row(vec, job->c, i0 + r, j0, n, tile + r * ldt);
     if (ep->bias_grad) { /* rows summed in order into this MR-row tile's partial */
         float *partial = (float *)(job->workspace + job->plan.off_partials) + (i0 / job->plan.mr) * job->plan.n + j0;
-        memcpy(partial, tile, sizeof(float) * (size_t)n);
-        for (int64_t r = 1; r < m; r++)
+        if (!more_rows)
+            memcpy(partial, tile, sizeof(float) * (size_t)n);
+        for (int64_t r = more_rows ? 0 : 1; r < m; r++)
             vec->accumulate(partial, tile + r * ldt, n);
     }
+}
+
+/* finish_rows for a whole m x n tile at (i0, j0). */
+static void finish_tile(const gemm_job *job, float *tile, int64_t ldt, int64_t i0, int64_t m, int64_t j0, int64_t n,
+                        float *aux)
+{
+    finish_rows(job, tile, ldt, i0, m, j0, n, aux, false);
 }
 
 /* Requests every cache line of the m rows of x at (i0 .. i0 + m, j0 .. j0 + n), for writing or
@@ -1014,6 +1050,122 @@ static void compute_wide_tiles(const gemm_job *job, const gemm_pass *pass, int64
     }
 }
 
+/* The 32-deep blocks of an overlapped kernel call per part of its side work (a part: a row or more
+ * of the previous tile's epilogue): the MLP backward's GELU' GEMM (2048 x 3072 x 768, one thread)
+ * took 22.6 ms with a part per block, 22.5 with one per 2 blocks, 25.2 per 4, 27.0 not overlapped
+ * (PERF.md, issue 15). */
+#define BLOCKS_PER_SIDE_PART 2
+
+/* The side work of one kernel call in compute_overlapped: the epilogue of the tile before (if
+ * any) and the prefetch of what the epilogue of the tile being computed will touch. */
+typedef struct overlap_work {
+    const gemm_job *job;
+    float *tile, *aux;              /* the finished tile (NULL: none), rows ldt floats apart */
+    int64_t ldt, i0, m, j0, n;      /* its place in C */
+    cvf_cpu_tile_epilogue epilogue; /* its tile epilogue, made once (unit column strides) */
+    cvf_cpu_tile_epilogue next;     /* the same for the tile being computed, */
+    int64_t next_m, next_n;         /* m x n */
+} overlap_work;
+
+/* Asks for the lines of rows [r0, r1) of n columns that the tile epilogue e will touch (C and
+ * aux_out written, aux_in read), as prefetch_epilogue does, from e's row pointers. The empty
+ * volatile asm keeps the function: gcc counts prefetches as no effect at all, so a function of
+ * prefetches alone is "const" to it and its calls were deleted (the GELU' GEMM ran 2x slower). */
+static void prefetch_tile_rows(const cvf_cpu_tile_epilogue *e, int64_t r0, int64_t r1, int64_t n)
+{
+    for (int64_t r = r0; r < r1; r++) {
+        const char *c = (const char *)e->c + r * e->c_ld * e->c_size;
+        for (int64_t byte = -(int64_t)((uintptr_t)c & 63); byte < n * e->c_size; byte += 64)
+            __builtin_prefetch(c + byte, 1, 3);
+        const char *in = e->aux_in ? (const char *)e->aux_in + r * e->aux_in_ld * e->aux_in_size : NULL;
+        for (int64_t byte = in ? -(int64_t)((uintptr_t)in & 63) : 0; in && byte < n * e->aux_in_size; byte += 64)
+            __builtin_prefetch(in + byte, 0, 3);
+        const char *out = e->aux_out ? (const char *)e->aux_out + r * e->aux_out_ld * e->aux_out_size : NULL;
+        for (int64_t byte = out ? -(int64_t)((uintptr_t)out & 63) : 0; out && byte < n * e->aux_out_size; byte += 64)
+            __builtin_prefetch(out + byte, 1, 3);
+    }
+    __asm__ __volatile__("");
+}
+
+/* Side work part `part` of `parts`: the epilogue lines of the same share of the computed tile's
+ * rows asked for, then the same share of the finished tile's rows finished. */
+static void overlap_part(void *arg, int64_t part, int64_t parts)
+{
+    const overlap_work *w = arg;
+    int64_t p0 = w->next_m * part / parts, p1 = w->next_m * (part + 1) / parts;
+    if (w->job->unit_columns) /* (strided rows: a line per element, not asked for, as in prefetch_epilogue) */
+        prefetch_tile_rows(&w->next, p0, p1, w->next_n);
+    if (!w->tile)
+        return;
+    int64_t r0 = w->m * part / parts, r1 = w->m * (part + 1) / parts;
+    if (r0 >= r1)
+        return;
+    if (!w->job->unit_columns) {
+        finish_rows(w->job, w->tile + r0 * w->ldt, w->ldt, w->i0 + r0, r1 - r0, w->j0, w->n, w->aux, r0 > 0);
+        return;
+    }
+    cvf_cpu_tile_epilogue e = tile_epilogue_rows_down(w->epilogue, r0); /* finish_rows' call, set up once */
+    e.sums_continue = r0 > 0;
+    w->job->vec->finish_tile(&e, w->tile + r0 * w->ldt, w->ldt, r1 - r0, w->n);
+}
+
+/* Whether a pass's tiles go through compute_overlapped: a kernel with run_overlapped, tiles that the
+ * epilogue finishes (one pass, or the last of several into the fp32 block) and room for two tiles in
+ * the tile buffer. */
+static bool overlaps_epilogue(const gemm_job *job, const gemm_pass *pass)
+{
+    const gemm_plan *plan = &job->plan;
+    return plan->kernel->run_overlapped && !job->fused_store && !plan->direct_c &&
+           (!plan->multi_pass || (pass->last && job->finish)) &&
+           2 * plan->mr * plan->nr <= CVF_CPU_MR_MAX * CVF_CPU_NR_MAX;
+}
+
+/*
+ * The tiles of a compute share with the epilogue of each tile run during the next tile's kernel
+ * call, in pieces of rows between its tile operations (run_overlapped): the AMX unit computes the
+ * next tile while the vector units finish the last one, instead of each waiting for the other. One-pass
+ * tiles alternate between the two halves of the tile buffer (the kernel writes one while the
+ * epilogue reads the other); tiles of the fp32 block stay where they are. The last tile is finished
+ * after its call. Each tile's epilogue is the same arithmetic as finish_tile's, rows in order.
+ */
+static void compute_overlapped(const gemm_job *job, const gemm_pass *pass, int64_t i0, int64_t mc, int64_t jr_first,
+                               int64_t jr_last, const char *packed_a, float *tiles, float *aux)
+{
+    const gemm_plan *plan = &job->plan;
+    const cvf_cpu_kernel *kernel = plan->kernel;
+    size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
+    size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
+    int64_t blocks = cvf_cpu_pack_depth(kernel->format, pass->kc) / CVF_CPU_TILE_DEPTH; /* the kernel's K steps */
+    int64_t parts = min64(plan->mr, max64(blocks / BLOCKS_PER_SIDE_PART, 1));
+    overlap_work work;
+    memset(&work, 0, sizeof work);
+    work.job = job, work.aux = aux;
+    int64_t count = 0;
+    for (int64_t jr = jr_first; jr < jr_last; jr += plan->nr) {
+        int64_t n = min64(plan->nr, pass->nc - jr);
+        const char *b = pass->packed_b + (size_t)(jr / plan->nr) * b_panel;
+        for (int64_t ir = 0; ir < mc; ir += plan->mr, count++) {
+            int64_t m = min64(plan->mr, mc - ir);
+            const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
+            float *out = tiles + (count % 2) * plan->mr * plan->nr;
+            int64_t ld = n;
+            if (plan->multi_pass) {
+                out = job->acc + (i0 + ir) * plan->acc_ld + jr;
+                ld = plan->acc_ld;
+            }
+            if (job->unit_columns)
+                work.next = tile_epilogue_at(job, i0 + ir, pass->j0 + jr, aux);
+            work.next_m = m, work.next_n = n;
+            cvf_cpu_side_work side = {overlap_part, &work, parts};
+            kernel->run_overlapped(pass->kc, a, b, out, ld, m, n, !pass->first, &side);
+            work.tile = out, work.ldt = ld, work.i0 = i0 + ir, work.m = m, work.j0 = pass->j0 + jr, work.n = n;
+            work.epilogue = work.next;
+        }
+    }
+    if (work.tile)
+        finish_tile(job, work.tile, work.ldt, work.i0, work.m, work.j0, work.n, aux);
+}
+
 /* Compute share `task` of a pass: one MC block of rows against one chunk of the B block's panels. */
 static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, int64_t task, int32_t thread)
 {
@@ -1045,6 +1197,10 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
     size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     if (!plan->multi_pass && !job->fused_store && plan->nr * 4 <= CVF_CPU_NR_MAX) {
         compute_wide_tiles(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
+        return;
+    }
+    if (overlaps_epilogue(job, pass)) {
+        compute_overlapped(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
         return;
     }
     /* the next B micro-panel is asked for into L2 a slice per kernel call, so that the first call

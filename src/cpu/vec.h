@@ -22,6 +22,7 @@
 #ifndef CVF_CPU_VEC_H
 #define CVF_CPU_VEC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cpu/isa.h"
@@ -41,8 +42,9 @@ typedef struct cvf_cpu_tile_epilogue {
     void *c; /* the output */
     cvf_dtype c_dtype;
     int64_t c_ld, c_size;
-    float *sums;    /* n column sums of the finished rows, summed in row order, or NULL */
-    float *scratch; /* room for one row of n floats (the aux_in row) */
+    float *sums;        /* n column sums of the finished rows, summed in row order, or NULL */
+    bool sums_continue; /* sums already hold earlier rows of the tile: row 0 is added, not stored */
+    float *scratch;     /* room for one row of n floats (the aux_in row) */
 } cvf_cpu_tile_epilogue;
 
 /* The vector operations of one instruction-set level. */
@@ -64,7 +66,8 @@ typedef struct cvf_cpu_vec_ops {
     void (*tanh)(const float *x, float *y, int64_t n);
     /* For each of the m rows of x (ldx floats apart, n values each), in order: add bias, store
      * aux_out, load aux_in, activate, store c, then sums = row 0 + row 1 + ... (fp32, in row
-     * order). The same arithmetic as the single-row members, one call per tile. */
+     * order; sums_continue: sums + row 0 + ...). The same arithmetic as the single-row members, one call
+     * per tile (or per run of its rows: one tile finished in pieces sums as in one call). */
     void (*finish_tile)(const cvf_cpu_tile_epilogue *epilogue, float *x, int64_t ldx, int64_t m, int64_t n);
 } cvf_cpu_vec_ops;
 

@@ -21,7 +21,7 @@ static void vec_finish_tile(const cvf_cpu_tile_epilogue *e, float *x, int64_t ld
         VEC_ACTIVATE(e->activation, row, e->scratch, n);
         VEC_STORE((char *)e->c + r * e->c_ld * e->c_size, e->c_dtype, n, row);
         if (e->sums) {
-            if (r == 0)
+            if (r == 0 && !e->sums_continue)
                 for (int64_t j = 0; j < n; j++) /* short: inline, not a library call */
                     e->sums[j] = row[j];
             else

@@ -46,7 +46,8 @@ static inline __attribute__((always_inline)) void finish_rows(const cvf_cpu_tile
             }
             store_lanes(c, e->c_dtype, i, y, count);
             if (e->sums)
-                vf_store_n(e->sums + i, r == 0 ? y : vf_add(vf_load_n(e->sums + i, count), y), count);
+                vf_store_n(e->sums + i, r == 0 && !e->sums_continue ? y : vf_add(vf_load_n(e->sums + i, count), y),
+                           count);
         }
     }
 }

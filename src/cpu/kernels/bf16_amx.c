@@ -16,7 +16,9 @@
  * When the accumulators are done they leave the tiles once: straight into C for a full tile, or
  * through an fp32 buffer on the stack (the L1) for an edge tile, whose m x n corner alone is then
  * written with masked AVX-512 stores. The epilogue (bias, activation, conversion, sums) is the
- * caller's vector code on that fp32 tile, as for every kernel.
+ * caller's vector code on that fp32 tile, as for every kernel. cvf_cpu_kernel_bf16_amx_overlapped
+ * runs the caller's side work (the previous tile's epilogue, kernels.h) between its blocks: the
+ * vector units finish one tile while the tile unit computes the next.
  */
 #include "cpu/kernels/kernels.h"
 
@@ -88,13 +90,26 @@ static void write_corner(const float *tile, float *c, int64_t ldc, int64_t m, in
     }
 }
 
-void cvf_cpu_kernel_bf16_amx(int64_t kc, const void *a_panel, const void *b_panel, float *c, int64_t ldc, int64_t m,
-                             int64_t n, int accumulate)
+/* Runs parts [*next, p) of side, where p is the first part not due after `done` of `blocks` blocks: the
+ * parts are spread evenly over the blocks (part p after block p * blocks / parts), the rest at the end. */
+static inline __attribute__((always_inline)) void run_side(const cvf_cpu_side_work *side, int64_t *next, int64_t done,
+                                                           int64_t blocks)
+{
+    for (; *next < side->parts && *next * blocks < done * side->parts; ++*next)
+        side->run(side->arg, *next, side->parts);
+}
+
+/* The kernel (see kernels.h), with side's parts run between the blocks when side is not NULL (a
+ * constant NULL in cvf_cpu_kernel_bf16_amx, where the checks fold away). */
+static inline __attribute__((always_inline)) void amx_tile(int64_t kc, const void *a_panel, const void *b_panel,
+                                                           float *c, int64_t ldc, int64_t m, int64_t n, int accumulate,
+                                                           const cvf_cpu_side_work *side)
 {
     const uint16_t *a = a_panel, *b = b_panel;
     const int64_t blocks = (kc + KT - 1) / KT;
     const size_t b_stride = NR * 2 * sizeof(uint16_t); /* one row of VNNI pairs of the micro-panel */
     const int full = m == MR && n == NR;
+    int64_t next = 0;
     if (full && accumulate) { /* the accumulators start from C itself */
         const size_t stride = (size_t)ldc * sizeof(float);
         _tile_loadd(0, c, stride);
@@ -117,7 +132,11 @@ void cvf_cpu_kernel_bf16_amx(int64_t kc, const void *a_panel, const void *b_pane
         _tile_loadd(5, at + 16 * KT, KT * sizeof(uint16_t));
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        if (side) /* vector work while these tdpbf16ps run */
+            run_side(side, &next, t + 1, blocks);
     }
+    if (side)
+        run_side(side, &next, blocks + 1, blocks); /* what is left (kc == 0: everything) */
     if (full) {
         store_tiles(c, ldc);
         return;
@@ -125,6 +144,18 @@ void cvf_cpu_kernel_bf16_amx(int64_t kc, const void *a_panel, const void *b_pane
     float tile[MR * NR] __attribute__((aligned(64)));
     store_tiles(tile, NR);
     write_corner(tile, c, ldc, m, n, accumulate);
+}
+
+void cvf_cpu_kernel_bf16_amx(int64_t kc, const void *a_panel, const void *b_panel, float *c, int64_t ldc, int64_t m,
+                             int64_t n, int accumulate)
+{
+    amx_tile(kc, a_panel, b_panel, c, ldc, m, n, accumulate, NULL);
+}
+
+void cvf_cpu_kernel_bf16_amx_overlapped(int64_t kc, const void *a_panel, const void *b_panel, float *c, int64_t ldc,
+                                        int64_t m, int64_t n, int accumulate, const cvf_cpu_side_work *side)
+{
+    amx_tile(kc, a_panel, b_panel, c, ldc, m, n, accumulate, side);
 }
 
 #else

@@ -63,6 +63,7 @@ static const cvf_cpu_kernel bf16_amx = {
     .nr = CVF_CPU_BF16_AMX_NR,
     .format = CVF_CPU_PACK_BF16_TILES,
     .run = cvf_cpu_kernel_bf16_amx,
+    .run_overlapped = cvf_cpu_kernel_bf16_amx_overlapped,
     .begin = cvf_cpu_kernel_bf16_amx_begin,
     .end = cvf_cpu_kernel_bf16_amx_end,
 };

@@ -56,6 +56,23 @@ typedef void (*cvf_cpu_kernel_fn)(int64_t kc, const void *a, const void *b, floa
                                   int accumulate);
 
 /*
+ * Work that a kernel runs in pieces between its own instructions: run(arg, p, parts) for p = 0, 1,
+ * ..., parts - 1, in order, each exactly once, all before the kernel stores its tile (parts >= 1).
+ * The AMX kernel spreads them over its K loop, so that the vector code (the epilogue of the
+ * previous tile) runs while the tile unit works on the tdpbf16ps already issued. The pieces must not
+ * touch the kernel's own a, b and c.
+ */
+typedef struct cvf_cpu_side_work {
+    void (*run)(void *arg, int64_t part, int64_t parts);
+    void *arg;
+    int64_t parts;
+} cvf_cpu_side_work;
+
+/* The kernel contract above, running side's parts during the product. */
+typedef void (*cvf_cpu_overlapped_kernel_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m,
+                                             int64_t n, int accumulate, const cvf_cpu_side_work *side);
+
+/*
  * The fused store of a simple epilogue, done by the kernel on its registers (no tile buffer):
  *     C[i][j] = rounded(relu?(acc[i][j] + bias[j]))      for i < m, j < n
  * c points at the tile's element (0, 0), rows ldc elements apart, columns contiguous; dtype
@@ -106,14 +123,15 @@ typedef struct cvf_cpu_kernel {
     int32_t mr, nr;
     cvf_cpu_pack_format format;
     cvf_cpu_kernel_fn run;
-    cvf_cpu_fused_kernel_fn run_fused; /* the same product with the fused store, or NULL */
-    cvf_cpu_interleave_fn interleave;  /* the level's vector panel interleave (F32 format), or NULL */
-    cvf_cpu_dot_fn dot;                /* dot-product tiles for short products with B^T, or NULL */
-    cvf_cpu_direct_fn direct;          /* unpacked tiles for tiny products, or NULL */
-    int32_t kc_l1_16ths;               /* the share of L1, in 16ths, that a KC x NR B micro-panel
-                                        * may fill when K is cut into passes (0: half, 8/16) */
-    void (*begin)(void);               /* prepares this thread's state for run (see above), or NULL */
-    void (*end)(void);                 /* releases it, or NULL */
+    cvf_cpu_fused_kernel_fn run_fused;           /* the same product with the fused store, or NULL */
+    cvf_cpu_overlapped_kernel_fn run_overlapped; /* run with side work in its K loop, or NULL */
+    cvf_cpu_interleave_fn interleave;            /* the level's vector panel interleave (F32 format), or NULL */
+    cvf_cpu_dot_fn dot;                          /* dot-product tiles for short products with B^T, or NULL */
+    cvf_cpu_direct_fn direct;                    /* unpacked tiles for tiny products, or NULL */
+    int32_t kc_l1_16ths;                         /* the share of L1, in 16ths, that a KC x NR B micro-panel
+                                                  * may fill when K is cut into passes (0: half, 8/16) */
+    void (*begin)(void);                         /* prepares this thread's state for run (see above), or NULL */
+    void (*end)(void);                           /* releases it, or NULL */
 } cvf_cpu_kernel;
 
 /* The kernel for products of A and B of these dtypes at this level: when both are bf16, the AMX
@@ -156,6 +174,8 @@ void cvf_cpu_kernel_bf16_avx512(int64_t kc, const void *a, const void *b, float 
                                 int accumulate);
 void cvf_cpu_kernel_bf16_amx(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                              int accumulate);
+void cvf_cpu_kernel_bf16_amx_overlapped(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m,
+                                        int64_t n, int accumulate, const cvf_cpu_side_work *side);
 void cvf_cpu_kernel_bf16_amx_begin(void);
 void cvf_cpu_kernel_bf16_amx_end(void);
 #endif

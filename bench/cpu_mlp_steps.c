@@ -1,0 +1,118 @@
+/*
+ * The four GEMMs of the bf16 MLP backward timed one by one (PERF.md, issue 15, steps 7-11), each
+ * with its own layout and epilogue as cvf_mlp_backward runs them at the amx level (weights in PyTorch's
+ * (out, in) layout: fc1_weight I x H, fc2_weight H x I):
+ *   K1    grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output), grad_fc1_bias sums
+ *   K2-1  grad_fc2_weight = grad_output^T @ gelu_output          (A transposed, read in place)
+ *   K2-2  grad_fc1_weight = grad_fc1_output^T @ hidden_state     (A transposed, read in place)
+ *   K2-3  grad_hidden_state = grad_fc1_output @ fc1_weight
+ * on a one-thread CPU context, by thread CPU time: one untimed call, then the median and minimum of
+ * `repeat` calls. Not part of the build; on a CPU with AMX:
+ *
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c build/libcvfuse.a -lpthread -lm \
+ *       -o build/mlp_steps
+ *   CVF_CPU_ISA=amx build/mlp_steps [repeat] [step] [k1_epilogue]
+ *
+ * step: 0 (K1) .. 3 (K2-3), or -1 for all (default); k1_epilogue: full (default), plain (K1
+ * without GELU' and sums: its epilogue's share), sums (column sums only).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cvfuse.h"
+
+/* Seconds of this thread's CPU time. */
+static double thread_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* qsort order of doubles. */
+static int compare(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A rows x cols bf16 matrix of small values of both signs (no subnormals), row-major. */
+static cvf_matrix bf16_matrix(int64_t rows, int64_t cols)
+{
+    uint16_t *data = malloc(sizeof(uint16_t) * (size_t)(rows * cols));
+    if (!data) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < rows * cols; i++)
+        data[i] = cvf_f32_to_bf16((float)(i % 97 - 48) / 64.0f);
+    return cvf_matrix_row_major(data, CVF_BF16, rows, cols);
+}
+
+int main(int argc, char **argv)
+{
+    const int64_t S = 2048, H = 768, I = 3072;
+    int repeat = argc > 1 ? atoi(argv[1]) : 7, only = argc > 2 ? atoi(argv[2]) : -1;
+    const char *k1_epilogue = argc > 3 ? argv[3] : "full";
+    if (repeat < 1 || repeat > 100) {
+        fprintf(stderr, "usage: %s [repeat 1..100] [step 0..3 | -1] [full|plain|sums]\n", argv[0]);
+        return 2;
+    }
+    cvf_context_options options = {0};
+    options.device = CVF_DEVICE_CPU;
+    options.threads = 1;
+    cvf_context *ctx = NULL;
+    if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
+        fprintf(stderr, "cvf_context_create: %s\n", cvf_context_create_error());
+        return 1;
+    }
+    cvf_matrix grad_output = bf16_matrix(S, H), hidden = bf16_matrix(S, H), fc1_weight = bf16_matrix(I, H);
+    cvf_matrix fc2_weight = bf16_matrix(H, I), fc1_output = bf16_matrix(S, I), gelu_output = bf16_matrix(S, I);
+    cvf_matrix grad_fc1_output = bf16_matrix(S, I), grad_fc1_weight = bf16_matrix(I, H);
+    cvf_matrix grad_fc2_weight = bf16_matrix(H, I), grad_hidden = bf16_matrix(S, H);
+    float *bias_grad = malloc(sizeof(float) * (size_t)I);
+    cvf_vector grad_fc1_bias = cvf_vector_dense(bias_grad, CVF_F32, I);
+    cvf_matrix grad_output_t = cvf_matrix_transpose(grad_output),
+               grad_fc1_output_t = cvf_matrix_transpose(grad_fc1_output);
+    cvf_epilogue k1 = {.activation = CVF_ACTIVATION_DGELU_TANH, .aux_in = &fc1_output, .bias_grad = &grad_fc1_bias};
+    cvf_epilogue none = {0};
+    if (strcmp(k1_epilogue, "plain") == 0)
+        k1 = none;
+    else if (strcmp(k1_epilogue, "sums") == 0)
+        k1 = (cvf_epilogue){.bias_grad = &grad_fc1_bias};
+    const struct {
+        const char *name;
+        const cvf_matrix *a, *b, *c;
+        const cvf_epilogue *ep;
+    } steps[4] = {
+        {"K1   (g @ W2) * gelu'", &grad_output, &fc2_weight, &grad_fc1_output, &k1},
+        {"K2-1 g^T @ gelu_out", &grad_output_t, &gelu_output, &grad_fc2_weight, &none},
+        {"K2-2 gfo^T @ x", &grad_fc1_output_t, &hidden, &grad_fc1_weight, &none},
+        {"K2-3 gfo @ W1", &grad_fc1_output, &fc1_weight, &grad_hidden, &none},
+    };
+    double total = 0;
+    for (int s = 0; s < 4; s++) {
+        if (only >= 0 && s != only)
+            continue;
+        double t[101];
+        for (int r = 0; r <= repeat; r++) {
+            double start = thread_seconds();
+            if (cvf_matmul(ctx, steps[s].a, steps[s].b, steps[s].c, steps[s].ep) != CVF_STATUS_SUCCESS) {
+                fprintf(stderr, "%s: %s\n", steps[s].name, cvf_context_last_error(ctx));
+                return 1;
+            }
+            t[r] = thread_seconds() - start;
+        }
+        qsort(t + 1, (size_t)repeat, sizeof(double), compare); /* t[0]: the untimed first call */
+        double median = t[1 + repeat / 2];
+        total += median;
+        printf("%-24s %8.2f ms  min %8.2f  %6.0f GFLOP/s\n", steps[s].name, median * 1e3, t[1] * 1e3,
+               2.0 * (double)S * (double)H * (double)I / median * 1e-9);
+    }
+    printf("sum of medians %.2f ms\n", total * 1e3);
+    cvf_context_destroy(ctx);
+    return 0;
+}
