@@ -964,6 +964,7 @@ static inline void prefetch_rows(const cvf_matrix *x, int64_t i0, int64_t m, int
                 __builtin_prefetch(line, 0, 3);
         }
     }
+    __asm__ __volatile__(""); /* keeps the prefetches: see prefetch_tile_rows */
 }
 
 /* Asks for the lines the epilogue of the m x n tile at (i0, j0) will touch in memory (C and
