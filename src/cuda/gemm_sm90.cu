@@ -340,7 +340,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     const bool cut = split_partial && sched.mode != CVF_SM90_WHOLE_TILES;
     p.iters = tiles * p.k_tiles;
     p.units = (int32_t)(cut ? sched.units : tiles);
-    p.mode = cut ? (sched.mode == CVF_SM90_SPLIT_K ? SPLIT_K : STREAM_K) : WHOLE_TILES;
+    p.mode = cut ? (int32_t)sched.mode : (int32_t)CVF_SM90_WHOLE_TILES;
     p.splits = cut && sched.mode == CVF_SM90_SPLIT_K ? sched.splits : 1;
     p.sync = st->sync + (size_t)launch.lane * CVF_CUDA_SYNC_INTS;
     p.split_partial = split_partial;

@@ -54,18 +54,18 @@ struct sm90_params {
     /* The work: iters = tiles x k_tiles K-slices, cut into `units` handed out in order by an
      * atomic counter (dynamic persistent scheduling, so that CTAs that start late, behind another
      * stream's kernel, take less work). By mode:
-     *   WHOLE_TILES: unit u is tile u (of the grouped order), all its K-slices.
-     *   STREAM_K: the slices tile after tile (each tile's in K order) cut into `units` runs of
+     *   CVF_SM90_WHOLE_TILES: unit u is tile u (of the grouped order), all its K-slices.
+     *   CVF_SM90_STREAM_K: the slices tile after tile (each tile's in K order) cut into `units` runs of
      *     equal length (unit u: [u iters / units, (u + 1) iters / units), iters x units < 2^32):
      *     a unit may hold the end of one tile, whole tiles and the start of another.
-     *   SPLIT_K: unit u is K part u / tiles (of `splits` equal parts) of tile u % tiles: the
+     *   CVF_SM90_SPLIT_K: unit u is K part u / tiles (of `splits` equal parts) of tile u % tiles: the
      *     tiles' first parts are handed out first, so that the tiles that share A rows or B
      *     columns read the same K range at the same time (L2 reuse, unlike stream-K's runs).
      * A tile cut into pieces is finished by whichever piece finishes last (piece_exchange). */
     int64_t iters;
     int32_t units;
-    int32_t mode;   /* WHOLE_TILES, STREAM_K or SPLIT_K */
-    int32_t splits; /* SPLIT_K: the K parts of each tile */
+    int32_t mode;   /* a cvf_sm90_mode (device.cuh), as cvf_cuda_sm90_schedule chose it */
+    int32_t splits; /* CVF_SM90_SPLIT_K: the K parts of each tile */
     int32_t aux_packed;  /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned,
                             and the activation is GELU': the epilogue prefetches it as 16-bit pairs
                             (see load_aux_pairs) */
@@ -77,8 +77,6 @@ struct sm90_params {
                              leaves it zero. */
     float *split_partial; /* stream-K: [2 units][TILE_FLOATS], a piece's accumulators (slot_of) */
 };
-
-enum { WHOLE_TILES = 0, STREAM_K = 1, SPLIT_K = 2 };
 
 /* Layout of a lane's sync block (ints): two counters, then four words per unit. */
 constexpr int SYNC_SEMS = 32;
@@ -252,12 +250,12 @@ struct unit_cursor {
 __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u, unit_cursor *c)
 {
     segment g;
-    if (p.mode == WHOLE_TILES) {
+    if (p.mode == CVF_SM90_WHOLE_TILES) {
         g.tile = u;
         g.kt0 = 0;
         g.kt1 = p.k_tiles;
         c->next = c->end = 0;
-    } else if (p.mode == SPLIT_K) {
+    } else if (p.mode == CVF_SM90_SPLIT_K) {
         const int32_t tiles = p.tiles_m * p.tiles_n, part = u / tiles;
         g.tile = u - part * tiles;
         g.kt0 = part * p.k_tiles / p.splits;
@@ -300,7 +298,7 @@ struct piece_set {
 __device__ __forceinline__ piece_set pieces_of(const sm90_params &p, const segment &g)
 {
     piece_set ps;
-    if (p.mode == SPLIT_K) {
+    if (p.mode == CVF_SM90_SPLIT_K) {
         ps.first = g.tile;
         ps.count = p.splits;
         ps.stride = p.tiles_m * p.tiles_n;
@@ -318,7 +316,7 @@ __device__ __forceinline__ piece_set pieces_of(const sm90_params &p, const segme
  * for the others (the first piece of theirs), so that no two pieces of any tiles share one. */
 __device__ __forceinline__ float *slot_of(const sm90_params &p, int32_t v, int32_t first)
 {
-    const int32_t slot = p.mode == STREAM_K && v == first ? p.units + v : v;
+    const int32_t slot = p.mode == CVF_SM90_STREAM_K && v == first ? p.units + v : v;
     return p.split_partial + (size_t)slot * TILE_FLOATS;
 }
 
