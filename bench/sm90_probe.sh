@@ -72,8 +72,7 @@ fi
 CVF_CUDA_ENGINE=own step bench 300 build/cvfuse_cuda_bench --json "$OUT/bench.jsonl" "${cases[@]}"
 n=0
 for v in ${also[@]+"${also[@]}"}; do
-  env CVF_CUDA_ENGINE=own "$v" timeout 300 build/cvfuse_cuda_bench --json "$OUT/also_$n.jsonl" "${cases[@]}" >>"$LOG" 2>&1
-  say "-- bench with $v: rc=$?"
+  step "bench with $v" 300 env CVF_CUDA_ENGINE=own "$v" build/cvfuse_cuda_bench --json "$OUT/also_$n.jsonl" "${cases[@]}"
   n=$((n + 1))
 done
 if [ -n "$base" ] && [ -x /tmp/base/build/cvfuse_cuda_bench ]; then

@@ -241,8 +241,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
  * first (when all tiles fit in one wave); stream-K: sm_count equal runs of the tiles' K-slices
  * (K up to 96 slices); chosen by a model of their time when they fill the SMs clearly better
  * than whole tiles, and only when no other lane's kernels run beside it (beside: whole tiles, whose
- * last wave leaves SMs to them; the MLP's lanes, H200 ViT-B backward 0.556 ms with cut tiles,
- * 0.474 with whole ones). CVF_CUDA_SPLITK=1 | kN | N forces whole tiles, N K parts, N stream-K units
+ * last wave leaves SMs to them; H200 ViT-B backward 0.556 ms with cut tiles, 0.474 with every tile
+ * whole under CVF_CUDA_SPLITK=1, docs/PERF.md issue 12 step 4). CVF_CUDA_SPLITK=1 | kN | N forces whole tiles, N K parts, N stream-K units
  * (tests). splits: the most pieces a tile is cut into (1: whole tiles); split_bytes: the
  * workspace of the exchange of pieces. */
 typedef enum { CVF_SM90_WHOLE_TILES, CVF_SM90_STREAM_K, CVF_SM90_SPLIT_K } cvf_sm90_mode;

@@ -233,8 +233,7 @@ cvf_status run_engine(cvf_context *ctx, cvf_cuda_launch launch, cache_entry *e, 
     char *rest = (char *)workspace + partial_bytes(c, ep);
     switch (engine) {
     case CVF_CUDA_ENGINE_SM90:
-        return cvf_cuda_sm90_matmul(ctx, launch, a, b, c, ep, partials,
-                                    split_bytes(ctx, a, c) ? (float *)rest : NULL);
+        return cvf_cuda_sm90_matmul(ctx, launch, a, b, c, ep, partials, (float *)rest);
     case CVF_CUDA_ENGINE_LT:
     case CVF_CUDA_ENGINE_LT_PASS: {
         const cvf_lt_plan *plan = entry_lt(ctx, e, engine, a, b, c, ep);

@@ -183,8 +183,10 @@ void *cvf_cuda_tmap_cache_create(void)
     return calloc(1, sizeof(tmap_cache));
 }
 
-/* Costs in K-slices of mainloop time (a slice: 128 x 256 x 64, ~0.65 us on an H200 SM): a
- * tile's epilogue (3-6 us), and each piece a cut tile's finisher adds (128 KB in and out). */
+/* Costs in K-slices of mainloop time: a tile's epilogue and each piece a cut tile's finisher adds
+ * (128 KB out and in). Estimates, not measured one by one: a slice (128 x 256 x 64) takes about
+ * 0.65 us on an H200 SM (8192^3 in 1.65 ms), the K = 64 kernel's epilogue 3-6 us a tile (PERF.md,
+ * CUDA part 2), a piece about half an epilogue's bytes. */
 #define EPILOGUE_SLICES 6.0
 #define PIECE_SLICES 3.0
 /* Stream-K only up to this K (slices): with longer K its runs, which start at arbitrary K
@@ -198,24 +200,22 @@ static double waves(int64_t units, int64_t sms)
     return (double)((units + sms - 1) / sms);
 }
 
-/* The units: whole tiles, K parts of every tile (split-K) or stream-K runs, by a
- * model of their time in slices (see cvf_cuda_sm90_schedule); a split must beat whole tiles
- * and a smaller split by 2%, stream-K whole tiles by 5% (H200: 16448 x 1280 x 5120, 2% predicted,
- * measured +1% and +8% in two calls). CVF_CUDA_SPLITK forces one: "1" whole tiles, "kN" N
+/* The units (s holds whole tiles on entry): whole tiles, K parts of every tile (split-K) or
+ * stream-K runs, by a model of their time in slices (see cvf_cuda_sm90_schedule); a split must
+ * beat whole tiles and a smaller split by 2%, stream-K whole tiles by 5% (H200, docs/PERF.md issue
+ * 12: 16448 x 1280 x 5120 was predicted 2% faster in stream-K and measured 1% and 8% slower in the
+ * two bench/sm90_probe.sh calls). CVF_CUDA_SPLITK forces one: "1" whole tiles, "kN" N
  * K parts, "N" N stream-K units (experiments and tests). */
 static void choose_units(const cvf_context *ctx, int64_t tiles, int64_t k_tiles, bool beside, cvf_sm90_schedule *s)
 {
     const int64_t iters = tiles * k_tiles;
     const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
-    s->mode = CVF_SM90_WHOLE_TILES;
-    s->units = tiles;
-    s->splits = 1;
     const char *force = getenv("CVF_CUDA_SPLITK");
     if (force && *force) {
         const bool parts = force[0] == 'k';
         char *end = NULL;
         long long v = strtoll(force + (parts ? 1 : 0), &end, 10);
-        if (!end || *end != '\0' || v < 1 || v == 1)
+        if (!end || *end != '\0' || v <= 1)
             return;
         if (parts && tiles <= CVF_CUDA_MAX_UNITS && v <= k_tiles && tiles * v <= INT32_MAX / 2) {
             s->mode = CVF_SM90_SPLIT_K;
@@ -227,9 +227,9 @@ static void choose_units(const cvf_context *ctx, int64_t tiles, int64_t k_tiles,
         }
         return;
     }
-    const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
     if (beside)
         return;
+    const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
     double best = waves(tiles, sms) * ((double)k_tiles + EPILOGUE_SLICES);
     const double whole = best;
     /* Split-K only when all tiles' first parts run in the first wave: with more tiles, the waves
@@ -336,12 +336,12 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.c = make_out(ctx, c, &maps[2]);
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
-    const int64_t tiles = (int64_t)p.tiles_m * p.tiles_n;
-    const bool cut = split_partial && sched.mode != CVF_SM90_WHOLE_TILES;
-    p.iters = tiles * p.k_tiles;
-    p.units = (int32_t)(cut ? sched.units : tiles);
-    p.mode = cut ? (int32_t)sched.mode : (int32_t)CVF_SM90_WHOLE_TILES;
-    p.splits = cut && sched.mode == CVF_SM90_SPLIT_K ? sched.splits : 1;
+    /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
+     * sized by the schedule of the product alone, which cuts at least as much as any launch's) */
+    p.iters = sched.tiles * p.k_tiles;
+    p.units = (int32_t)sched.units;
+    p.mode = (int32_t)sched.mode;
+    p.splits = sched.mode == CVF_SM90_SPLIT_K ? sched.splits : 1;
     p.sync = st->sync + (size_t)launch.lane * CVF_CUDA_SYNC_INTS;
     p.split_partial = split_partial;
     int grid = (int)(p.units < st->sm_count ? p.units : st->sm_count);

@@ -127,6 +127,16 @@ bool needed_elsewhere(const cvf_cuda_state *st, const cvf_mlp_step *steps, int c
     return false;
 }
 
+/* True when some step of the list runs on a side lane (the backward on lanes, not the forward nor
+ * a serial context): its GEMMs then keep whole tiles (cvf_cuda_launch.beside). */
+bool uses_side_lanes(const cvf_cuda_state *st, const cvf_mlp_step *steps, int count)
+{
+    for (int i = 0; i < count; i++)
+        if (lane_of(st, steps[i].id) != 0)
+            return true;
+    return false;
+}
+
 /* Orders step i after its needs on other lanes (their done events) and, on a side lane used
  * for the first time, after the fork. */
 cudaError_t order_step(const cvf_context *ctx, const cvf_mlp_step *steps, int i, bool forked[4])
@@ -154,6 +164,7 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
 {
     const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
     bool forked[4] = {true, false, false, false};
+    const int32_t beside = uses_side_lanes(st, steps, count);
     cudaError_t err = cudaEventRecord((cudaEvent_t)st->fork_event, lane_stream(ctx, 0));
     cvf_status status = cvf_cuda_check(ctx, err, "mlp: forking the side streams");
     uint32_t done = 0;
@@ -165,7 +176,7 @@ cvf_status run_lanes(cvf_context *ctx, const cvf_mlp_step *steps, int count, voi
             done |= 1u << i;
             continue;
         }
-        cvf_cuda_launch launch = {lane_stream(ctx, lane_of(st, steps[i].id)), lane_of(st, steps[i].id), !st->serial};
+        cvf_cuda_launch launch = {lane_stream(ctx, lane_of(st, steps[i].id)), lane_of(st, steps[i].id), beside};
         status = cvf_cuda_check(ctx, order_step(ctx, steps, i, forked), "mlp: ordering the side streams");
         if (status == CVF_STATUS_SUCCESS)
             status = run_step(ctx, &steps[i], launch, workspaces[i], false);
@@ -281,7 +292,7 @@ extern "C" void cvf_cuda_plan_steps(const cvf_context *ctx, cvf_mlp_step *steps,
             k->splits = 1;
             continue;
         }
-        cvf_cuda_gemm_describe(ctx, !st->serial, &s->a, &s->b, &s->c, &s->epilogue, k);
+        cvf_cuda_gemm_describe(ctx, uses_side_lanes(st, steps, count), &s->a, &s->b, &s->c, &s->epilogue, k);
     }
 }
 
