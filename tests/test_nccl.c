@@ -210,7 +210,8 @@ static void test_partial(const mlp *m, int32_t P)
     snprintf(label, sizeof label, "cuda partial %s S=%lld H=%lld I=%lld P=%d", cvf_dtype_name(m->e), (long long)m->S,
              (long long)m->H, (long long)m->I, (int)P);
     cvf_matrix y_sum, gx_sum;
-    if (cvft_matrix_alloc(CVF_F64, m->S, m->H, &y_sum) || cvft_matrix_alloc(CVF_F64, m->S, m->H, &gx_sum))
+    if (!CHECK(!cvft_matrix_alloc(CVF_F64, m->S, m->H, &y_sum) && !cvft_matrix_alloc(CVF_F64, m->S, m->H, &gx_sum),
+               "%s: out of memory", label))
         return;
     for (int32_t r = 0; r < P; r++) {
         int64_t off, len;
@@ -219,7 +220,7 @@ static void test_partial(const mlp *m, int32_t P)
         cvf_status st = run_rank(m, gpu, P, r, NULL, 0, got);
         CHECK(st == CVF_STATUS_SUCCESS, "%s rank %d: %s", label, (int)r, cvf_status_string(st));
         for (int o = 0; o < OUTPUTS; o++) {
-            if (!got[o].data)
+            if (!CHECK(got[o].data != NULL, "%s rank %d: output %d was not read back", label, (int)r, o))
                 continue;
             if (o == Y || o == GX) {
                 cvf_matrix *sum = o == Y ? &y_sum : &gx_sum;

@@ -51,12 +51,16 @@ static bool run_job(cvf_threadpool *pool, int64_t count, int32_t limit, int inde
             break;
         }
     }
-    int active = cvf_threadpool_threads_for(pool, count);
-    if (active > limit)
-        active = limit > 1 ? limit : 1;
+    /* the bound from the contract (at most the limit, at least one thread; no more threads than
+     * tasks or than the pool has), not from the pool's own formula */
+    int64_t active = limit > 1 ? limit : 1;
+    if (count < active)
+        active = count;
+    if (POOL_THREADS < active)
+        active = POOL_THREADS;
     if (ok && atomic_load(&r.max_thread) >= active)
         ok = CHECK(false, "job %d (count %lld, limit %d): thread %d ran a task, only 0..%d take part", index,
-                   (long long)count, (int)limit, atomic_load(&r.max_thread), active - 1);
+                   (long long)count, (int)limit, atomic_load(&r.max_thread), (int)active - 1);
     return ok;
 }
 

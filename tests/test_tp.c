@@ -1,6 +1,6 @@
 /*
  * Tensor-parallel MLP (issue 14) in partial mode (args.tp with nccl_comm NULL), on the devices every
- * machine has: P = 2, 3, 4 ranks simulated one after another in this process, each on its slice
+ * machine has: P = 1, 2, 3, 4 ranks simulated one after another in this process, each on its slice
  * of the full MLP's tensors (views into them: fc1_weight's rows, fc2_weight's columns). For every
  * rank the outputs are fully written, nothing outside them changes; the sum over the ranks of
  * output / grad_hidden_state, and every rank's slices of the other outputs, equal the full
@@ -60,12 +60,6 @@ static void full_free(full_mlp *f)
         free_vector(vs[i]);
 }
 
-/* Dense f64 copies of a forward's / backward's arguments (outputs: fresh f64 arrays). */
-static int f64_matrix(const cvf_matrix *m, cvf_matrix *out)
-{
-    return cvft_matrix_to_f64(m, out);
-}
-
 /* Builds the full MLP, its reference answers (float64 oracle on f64 copies) and the CPU's. */
 static int full_create(full_mlp *f, int64_t S, int64_t H, int64_t I, cvf_dtype dtype, cvf_gelu gelu, uint64_t seed)
 {
@@ -90,8 +84,8 @@ static int full_create(full_mlp *f, int64_t S, int64_t H, int64_t I, cvf_dtype d
     /* the reference, on f64 copies of the inputs */
     cvf_matrix x, w1, w2, go, fc1, ge;
     cvf_vector b1, b2;
-    int bad = f64_matrix(&f->x, &x) | f64_matrix(&f->w1, &w1) | f64_matrix(&f->w2, &w2) | f64_matrix(&f->go, &go) |
-              f64_matrix(&f->fc1, &fc1) | f64_matrix(&f->gelu_out, &ge) | cvft_vector_to_f64(&f->b1, &b1) |
+    int bad = cvft_matrix_to_f64(&f->x, &x) | cvft_matrix_to_f64(&f->w1, &w1) | cvft_matrix_to_f64(&f->w2, &w2) | cvft_matrix_to_f64(&f->go, &go) |
+              cvft_matrix_to_f64(&f->fc1, &fc1) | cvft_matrix_to_f64(&f->gelu_out, &ge) | cvft_vector_to_f64(&f->b1, &b1) |
               cvft_vector_to_f64(&f->b2, &b2);
     bad |= cvft_matrix_alloc(CVF_F64, S, H, &f->y) | cvft_matrix_alloc(CVF_F64, S, I, &f->y_fc1) |
            cvft_matrix_alloc(CVF_F64, S, I, &f->y_gelu) | cvft_matrix_alloc(CVF_F64, S, H, &f->gx) |
@@ -284,8 +278,8 @@ static void run_split_reference(const full_mlp *f, int32_t P)
     const int64_t S = f->S, H = f->H;
     cvf_matrix x, w1, w2, go, fc1, ge, y_sum, gx_sum;
     cvf_vector b1, b2;
-    if (f64_matrix(&f->x, &x) | f64_matrix(&f->w1, &w1) | f64_matrix(&f->w2, &w2) | f64_matrix(&f->go, &go) |
-        f64_matrix(&f->fc1, &fc1) | f64_matrix(&f->gelu_out, &ge) | cvft_vector_to_f64(&f->b1, &b1) |
+    if (cvft_matrix_to_f64(&f->x, &x) | cvft_matrix_to_f64(&f->w1, &w1) | cvft_matrix_to_f64(&f->w2, &w2) | cvft_matrix_to_f64(&f->go, &go) |
+        cvft_matrix_to_f64(&f->fc1, &fc1) | cvft_matrix_to_f64(&f->gelu_out, &ge) | cvft_vector_to_f64(&f->b1, &b1) |
         cvft_vector_to_f64(&f->b2, &b2) | cvft_matrix_alloc(CVF_F64, S, H, &y_sum) |
         cvft_matrix_alloc(CVF_F64, S, H, &gx_sum)) {
         CHECK(false, "out of memory");
@@ -341,7 +335,7 @@ static void run_split_reference(const full_mlp *f, int32_t P)
     free(b2.data);
 }
 
-/* Section: the split runs, every dtype, P = 2, 3, 4, even and uneven I, an empty slice. */
+/* Section: the split runs, every dtype, P = 1 to 4, even and uneven I, an empty slice. */
 static void test_split(void)
 {
     static const struct {
@@ -501,11 +495,9 @@ static void test_rejected(void)
 static void test_steps(void)
 {
     int comm;
-    cvf_mlp_shape shape = {.tokens = 8, .hidden = 16, .intermediate = 32, .dtype = CVF_F16};
     cvf_mlp_backward_args ba = {.grad_output = cvf_matrix_row_major(NULL, CVF_F16, 8, 16),
                                 .grad_hidden_state = cvf_matrix_row_major(NULL, CVF_F16, 8, 16),
                                 .tp = {.size = 2, .rank = 1, .intermediate = 64, .nccl_comm = &comm}};
-    (void)shape;
     cvf_matrix g1 = cvf_matrix_row_major(NULL, CVF_F32, 8, 32);
     cvf_mlp_step steps[CVF_PLAN_MAX_KERNELS];
     int n = cvf_mlp_backward_steps(&ba, &g1, steps);

@@ -1192,10 +1192,6 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
     else
         pack_a_f32(plan, job->a, i0, mc, pass->p0, pass->kc, (float *)packed_a, (float *)(scratch + layout.run));
 
-    const char *packed_b = pass->packed_b;
-    float *acc = job->acc;
-    size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
-    size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     if (!plan->multi_pass && !job->fused_store && plan->nr * 4 <= CVF_CPU_NR_MAX) {
         compute_wide_tiles(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
         return;
@@ -1204,6 +1200,10 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
         compute_overlapped(job, pass, i0, mc, jr_first, jr_last, packed_a, tile, aux);
         return;
     }
+    const char *packed_b = pass->packed_b;
+    float *acc = job->acc;
+    size_t a_panel = (size_t)(panel_elements(plan, pass->kc, plan->mr) * plan->elt);
+    size_t b_panel = (size_t)(panel_elements(plan, pass->kc, plan->nr) * plan->elt);
     /* the next B micro-panel is asked for into L2 a slice per kernel call, so that the first call
      * on it does not wait for the L3 (the B block is larger than L2) */
     int64_t calls = ceil_div(mc, plan->mr), lines = (int64_t)b_panel / 64, per_call = ceil_div(lines, calls);
