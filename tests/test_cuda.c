@@ -1524,17 +1524,20 @@ static void test_mlp_plan(void)
 }
 
 /* Runs case c on the context of our kernels under CVF_CUDA_SPLITK=split (N: stream-K over N units;
- * kN: N K parts per tile; 1: whole tiles), checks it against the reference, and runs it again: C,
+ * kN: N K parts per tile; 1: whole tiles) and CVF_CUDA_CLUSTER=cluster ("1": single CTAs, "2":
+ * pairs sharing B by multicast), checks it against the reference, and runs it again: C,
  * aux_out and bias_grad must come out bit-identical (the pieces of a cut tile are added in K
  * order, whichever finished first). Unless want_whole, the schedule must cut tiles (else the
- * section would pass on whole tiles). */
-static void run_forced_case(const support_matmul_case *c, const char *split, bool want_whole)
+ * section would pass on whole tiles); with cluster "2" it must run pairs. */
+static void run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, bool want_whole)
 {
     setenv("CVF_CUDA_SPLITK", split, 1);
+    setenv("CVF_CUDA_CLUSTER", cluster, 1);
     gpu_fixture *g = malloc(sizeof *g);
     if (CHECK(g != NULL, "out of memory") && gpu_setup(g, c)) {
         char label[400];
-        snprintf(label, sizeof label, "%.320s [CVF_CUDA_SPLITK=%.8s]", g->f.label, split);
+        snprintf(label, sizeof label, "%.300s [CVF_CUDA_SPLITK=%.8s CVF_CUDA_CLUSTER=%.2s]", g->f.label, split,
+                 cluster);
         cvf_status status = gpu_run(g, own_ctx);
         if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", label, cvf_status_string(status),
                   cvf_context_last_error(own_ctx))) {
@@ -1548,6 +1551,8 @@ static void run_forced_case(const support_matmul_case *c, const char *split, boo
                 cvf_cuda_gemm_describe(own_ctx, false, &g->a, &g->b, &g->c, &ep, &info);
                 CHECK(info.splits > 1 || want_whole, "%s: the schedule kept whole tiles (%lld units)", label,
                       (long long)info.units);
+                const bool paired = strstr(info.engine, "2-CTA clusters") != NULL;
+                CHECK(paired == (strcmp(cluster, "2") == 0), "%s: ran %s", label, info.engine);
             }
             support_buffer *outs[3] = {&g->f.c.buffer, &g->f.aux_out.buffer, &g->f.bias_grad.buffer};
             unsigned char *first[3] = {NULL, NULL, NULL};
@@ -1569,26 +1574,32 @@ static void run_forced_case(const support_matmul_case *c, const char *split, boo
         gpu_teardown(g);
     free(g);
     unsetenv("CVF_CUDA_SPLITK");
+    unsetenv("CVF_CUDA_CLUSTER");
 }
 
-/* Section: tiles cut into pieces: stream-K units that cut tiles into 2 to many pieces and units
- * that span several tiles; split-K into 2, 3 and 7 K parts; tails in M, N and K, every epilogue
- * family, both operand layouts. */
+/* Section: tiles cut into pieces and tiles run by pairs of CTAs: stream-K units that cut tiles into
+ * 2 to many pieces and units that span several tiles; split-K into 2, 3 and 7 K parts; 2-CTA
+ * clusters on whole tiles and on K parts, with an odd number of row tiles (a pair's second tile
+ * past M); tails in M, N and K, every epilogue family, both operand layouts. */
 static void test_cut_tiles(void)
 {
     static const struct {
         int64_t m, n, k;
-        const char *split;
+        const char *split, *cluster;
     } shapes[] = {
-        {296, 520, 640, "7"},     /* 9 tiles x 10 K steps in 7 units: cuts and whole tiles */
-        {136, 8, 4000, "11"},     /* 2 tiles x 63 steps: up to 7 pieces a tile */
-        {200, 264, 72, "5"},      /* 4 tiles x 2 steps in 5 units */
-        {136, 264, 1000, "3"},    /* 4 tiles x 16 steps in 3 units: units span tiles */
-        {1000, 1000, 1000, "50"}, /* 32 tiles x 16 steps */
-        {64, 64, 64, "4"},        /* one step: no cut possible (one unit) */
-        {296, 520, 640, "k3"},    /* 9 tiles in 3 K parts of 3-4 steps */
-        {136, 8, 4000, "k7"},     /* 7 parts of 9 steps */
-        {200, 264, 136, "k2"},    /* 2 parts with a K tail in the second */
+        {296, 520, 640, "7", "1"},     /* 9 tiles x 10 K steps in 7 units: cuts and whole tiles */
+        {136, 8, 4000, "11", "1"},     /* 2 tiles x 63 steps: up to 7 pieces a tile */
+        {200, 264, 72, "5", "1"},      /* 4 tiles x 2 steps in 5 units */
+        {296, 520, 640, "1", "2"},     /* pairs: 3 row tiles (the last pair's second past M) x 3 */
+        {296, 520, 640, "k3", "2"},    /* pairs in 3 K parts */
+        {136, 264, 1000, "3", "1"},    /* 4 tiles x 16 steps in 3 units: units span tiles */
+        {1000, 1000, 1000, "50", "1"}, /* 32 tiles x 16 steps */
+        {64, 64, 64, "4", "1"},        /* one step: no cut possible (one unit) */
+        {296, 520, 640, "k3", "1"},    /* 9 tiles in 3 K parts of 3-4 steps */
+        {136, 8, 4000, "k7", "2"},     /* pairs in 7 parts of 9 steps */
+        {200, 264, 136, "k2", "1"},    /* 2 parts with a K tail in the second */
+        {1000, 1000, 1000, "1", "2"},  /* 4 x 4 pairs, whole tiles, tails in M and N */
+        {2100, 300, 200, "k2", "2"},   /* 17 row tiles: 9 pairs x 2 in 2 parts */
     };
     static const int epilogues[] = {3 | 16 /* dgelu, grad */, 2 | 4 | 8 | 16 /* gelu, bias, aux_out, grad */,
                                     1 /* relu */, 0};
@@ -1597,11 +1608,13 @@ static void test_cut_tiles(void)
     for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
         for (size_t e = 0; e < ARRAY_SIZE(epilogues); e++)
             for (size_t l = 0; l < ARRAY_SIZE(lays); l++) {
-                if (quick && (s > 2 || (e + l) % 2))
+                if (quick && (s > 4 || (e + l) % 2))
                     continue;
                 support_matmul_case c = support_make_matmul_case(shapes[s].m, shapes[s].n, shapes[s].k,
                                                                  &combos[(s + e) % 2], epilogues[e], lays[l], seed++);
-                run_forced_case(&c, shapes[s].split, shapes[s].k <= 64); /* one K step: nothing to cut */
+                /* one K step or "1": nothing to cut */
+                run_forced_case(&c, shapes[s].split, shapes[s].cluster,
+                                shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0);
             }
 }
 

@@ -502,12 +502,18 @@ void cvf_cuda_gemm_describe(const cvf_context *ctx, bool beside, const cvf_matri
     info->splits = 1;
     switch (engine) {
     case CVF_CUDA_ENGINE_SM90: {
-        info->engine = "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, epilogue fused";
         const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(ctx, m, n, a->cols, beside);
+        info->engine = sched.cluster == 2 ? "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, "
+                                            "epilogue fused; 2-CTA clusters sharing B by TMA multicast"
+                                          : "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, "
+                                            "epilogue fused";
         info->tile_m = CVF_CUDA_SM90_TILE_M;
         info->tile_n = CVF_CUDA_SM90_TILE_N;
         info->tile_k = CVF_CUDA_SM90_TILE_K;
-        info->units = sched.units;
+        /* in the public sense: tiles, K parts of tiles or stream-K runs (not pairs of tiles) */
+        info->units = sched.mode == CVF_SM90_WHOLE_TILES ? sched.tiles
+                      : sched.mode == CVF_SM90_SPLIT_K   ? sched.tiles * sched.splits
+                                                         : sched.units;
         info->splits = sched.splits;
         break;
     }

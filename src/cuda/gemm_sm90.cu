@@ -23,7 +23,10 @@
  * equal K parts of a tile (split-K, when the tiles fit in one wave), or one of sm_count equal runs
  * of K-slices that may cut tiles (stream-K, for K up to 96 slices). The pieces of a cut tile meet
  * in piece_exchange (gemm_sm90.cuh): the last to finish adds the others' accumulators in K order,
- * so the result does not depend on which finished when.
+ * so the result does not depend on which finished when. Under CVF_CUDA_CLUSTER=2 the CTAs run in
+ * 2-CTA clusters on pairs of row tiles that share their B columns: each producer loads its A and
+ * half of the B slice, multicast into both CTAs' rings; the first CTA's producer takes the pair's
+ * unit from the counter and mails it to the second's.
  *
  * Operands are read in place: A row-major (K contiguous, "K-major") or column-major (M
  * contiguous), B column-major (K-major) or row-major (N contiguous): the TMA box follows the
@@ -200,76 +203,131 @@ static double waves(int64_t units, int64_t sms)
     return (double)((units + sms - 1) / sms);
 }
 
-/* The units (s holds whole tiles on entry): whole tiles, K parts of every tile (split-K) or
- * stream-K runs, by a model of their time in slices (see cvf_cuda_sm90_schedule); a split must
- * beat whole tiles and a smaller split by 2%, stream-K whole tiles by 5% (H200, docs/PERF.md issue
- * 12: 16448 x 1280 x 5120 was predicted 2% faster in stream-K and measured 1% and 8% slower in the
- * two bench/sm90_probe.sh calls). CVF_CUDA_SPLITK forces one: "1" whole tiles, "kN" N
- * K parts, "N" N stream-K units (experiments and tests). */
-static void choose_units(const cvf_context *ctx, int64_t tiles, int64_t k_tiles, bool beside, cvf_sm90_schedule *s)
+/* A way to deal out the tiles (or pairs of tiles) and its modelled time in slices. */
+struct cut_choice {
+    cvf_sm90_mode mode;
+    int64_t units;
+    int splits;
+    double time;
+};
+
+/* Whole tiles: `tiles` units on `slots` SMs (or clusters), an epilogue after each tile's slices. */
+static cut_choice whole_tiles(int64_t tiles, int64_t k_tiles, int64_t slots)
 {
-    const int64_t iters = tiles * k_tiles;
-    const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
-    const char *force = getenv("CVF_CUDA_SPLITK");
-    if (force && *force) {
-        const bool parts = force[0] == 'k';
-        char *end = NULL;
-        long long v = strtoll(force + (parts ? 1 : 0), &end, 10);
-        if (!end || *end != '\0' || v <= 1)
-            return;
-        if (parts && tiles <= CVF_CUDA_MAX_UNITS && v <= k_tiles && tiles * v <= INT32_MAX / 2) {
-            s->mode = CVF_SM90_SPLIT_K;
-            s->splits = (int)v;
-            s->units = tiles * v;
-        } else if (!parts && iters * v < (INT64_C(1) << 32)) {
-            s->mode = CVF_SM90_STREAM_K;
-            s->units = v < cap ? (int64_t)v : cap;
-        }
-        return;
-    }
-    if (beside)
-        return;
-    const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
-    double best = waves(tiles, sms) * ((double)k_tiles + EPILOGUE_SLICES);
-    const double whole = best;
+    cut_choice c = {CVF_SM90_WHOLE_TILES, tiles, 1, waves(tiles, slots) * ((double)k_tiles + EPILOGUE_SLICES)};
+    return c;
+}
+
+/* The best of whole tiles, K parts of every tile (split-K) and, where stream_k, stream-K runs, for
+ * `tiles` tiles (or pairs of tiles) of k_tiles slices on `slots` SMs (or clusters), by a model of
+ * their time in slices; a split must beat whole tiles and a smaller split by 2%, stream-K whole
+ * tiles by 5% (H200, docs/PERF.md issue 12: 16448 x 1280 x 5120 was predicted 2% faster in
+ * stream-K and measured 1% and 8% slower in the two bench/sm90_probe.sh calls). Beside other
+ * lanes: whole tiles. */
+static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool beside, bool stream_k)
+{
+    cut_choice best = whole_tiles(tiles, k_tiles, slots);
+    if (beside || k_tiles < 2)
+        return best;
+    const double whole = best.time;
     /* Split-K only when all tiles' first parts run in the first wave: with more tiles, the waves
      * mix K parts, the tiles that share operands stop reading them at the same time, and the
      * products got slower (H200: 1280 x 5120 x 16448, 200 tiles: 0.330 -> 0.346 ms in 3 parts). */
-    for (int64_t parts = 2; parts <= 8 && k_tiles / parts >= 4 && tiles <= sms; parts++) {
-        const double t = waves(tiles * parts, sms) * ((double)k_tiles / (double)parts + EPILOGUE_SLICES) +
+    for (int64_t parts = 2; parts <= 8 && k_tiles / parts >= 4 && tiles <= slots; parts++) {
+        const double t = waves(tiles * parts, slots) * ((double)k_tiles / (double)parts + EPILOGUE_SLICES) +
                          PIECE_SLICES * (double)(parts - 1);
-        if (t < 0.98 * best) {
-            best = t;
-            s->mode = CVF_SM90_SPLIT_K;
-            s->splits = (int)parts;
-            s->units = tiles * parts;
-        }
+        if (t < 0.98 * best.time)
+            best = (cut_choice){CVF_SM90_SPLIT_K, tiles * parts, (int)parts, t};
     }
-    if (k_tiles >= 8 && k_tiles <= STREAM_K_MAX_SLICES && sms <= cap && iters * sms < (INT64_C(1) << 32)) {
-        const double run = (double)iters / (double)sms; /* slices per unit */
+    const int64_t iters = tiles * k_tiles;
+    const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
+    if (stream_k && k_tiles >= 8 && k_tiles <= STREAM_K_MAX_SLICES && slots <= cap &&
+        iters * slots < (INT64_C(1) << 32)) {
+        const double run = (double)iters / (double)slots; /* slices per unit */
         const double pieces = ceil((double)k_tiles / run) + 1.0;
-        const double t = run + EPILOGUE_SLICES * (double)tiles / (double)sms + PIECE_SLICES * (pieces - 1.0);
-        if (t < 0.98 * best && t < 0.95 * whole) {
-            s->mode = CVF_SM90_STREAM_K;
-            s->splits = 1;
-            s->units = sms;
-        }
+        const double t = run + EPILOGUE_SLICES * (double)tiles / (double)slots + PIECE_SLICES * (pieces - 1.0);
+        if (t < 0.98 * best.time && t < 0.95 * whole)
+            best = (cut_choice){CVF_SM90_STREAM_K, slots, 1, t};
     }
+    return best;
+}
+
+/* CVF_CUDA_SPLITK, when set, forces the cut (experiments and tests): "1" whole tiles, "kN" N K
+ * parts, "N" N stream-K units (only where stream_k); a value it cannot take leaves whole tiles. */
+static bool forced_cut(int64_t tiles, int64_t k_tiles, bool stream_k, cut_choice *c)
+{
+    const char *force = getenv("CVF_CUDA_SPLITK");
+    if (!force || !*force)
+        return false;
+    *c = whole_tiles(tiles, k_tiles, 1);
+    const bool parts = force[0] == 'k';
+    char *end = NULL;
+    long long v = strtoll(force + (parts ? 1 : 0), &end, 10);
+    if (!end || *end != '\0' || v <= 1)
+        return true;
+    const int64_t iters = tiles * k_tiles;
+    const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
+    if (parts && tiles <= CVF_CUDA_MAX_UNITS / 2 && v <= k_tiles && tiles * v <= INT32_MAX / 4)
+        *c = (cut_choice){CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
+    else if (!parts && stream_k && iters * v < (INT64_C(1) << 32))
+        *c = (cut_choice){CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
+    return true;
+}
+
+/* CVF_CUDA_CLUSTER: "1" or "2" forces single CTAs or pairs; 0 when unset (single CTAs). */
+static int forced_cluster(void)
+{
+    const char *force = getenv("CVF_CUDA_CLUSTER");
+    if (force && strcmp(force, "1") == 0)
+        return 1;
+    if (force && strcmp(force, "2") == 0)
+        return 2;
+    return 0;
 }
 
 cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside)
 {
     cvf_sm90_schedule s;
     const int64_t k_tiles = (k + BK - 1) / BK;
-    s.tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    const int64_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
+    const int64_t pairs = (tiles_m + 1) / 2 * tiles_n;
+    const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
+    s.tiles = tiles_m * tiles_n;
     s.mode = CVF_SM90_WHOLE_TILES;
     s.units = s.tiles;
     s.splits = 1;
+    s.cluster = 1;
     s.split_bytes = 0;
-    if (s.tiles >= 1 && k_tiles >= 2)
-        choose_units(ctx, s.tiles, k_tiles, beside, &s);
+    if (s.tiles < 1)
+        return s;
+    /* Pairs only on request (CVF_CUDA_CLUSTER=2) for now: at the 128 x 256 tile they move a third
+     * less from L2 per tile but measured no faster (H200, docs/PERF.md issue 12 part 2: 0.98-1.04x
+     * of single CTAs across the targets' shapes), so the products are not L2-bound there. */
+    const int want = forced_cluster();
+    const bool pairable = tiles_m >= 2 && sms >= 2 && want != 1;
+    cut_choice single, paired;
+    bool use_pairs;
+    if (forced_cut(s.tiles, k_tiles, true, &single)) {
+        use_pairs = pairable && want == 2 && single.mode != CVF_SM90_STREAM_K;
+        if (use_pairs)
+            forced_cut(pairs, k_tiles, false, &paired);
+    } else {
+        single = best_cut(s.tiles, k_tiles, sms, beside, true);
+        use_pairs = false;
+        if (pairable && want == 2) {
+            paired = best_cut(pairs, k_tiles, sms / 2, beside, false);
+            use_pairs = true;
+        }
+    }
+    const cut_choice c = use_pairs ? paired : single;
+    s.mode = c.mode;
+    s.units = c.units;
+    s.splits = c.splits;
+    s.cluster = use_pairs ? 2 : 1;
     if (s.mode == CVF_SM90_SPLIT_K) {
-        s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * (size_t)s.units; /* a slot per unit */
+        /* a slot per CTA unit: every tile (of the units' numbering) times the parts */
+        const int64_t tiles_v = use_pairs ? 2 * pairs : s.tiles;
+        s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * (size_t)tiles_v * (size_t)s.splits;
     } else if (s.mode == CVF_SM90_STREAM_K) {
         /* A tile of k_tiles slices meets at most ceil(k_tiles / shortest unit) + 1 units. */
         const int64_t shortest = s.tiles * k_tiles / s.units;
@@ -310,7 +368,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     memset(maps, 0, sizeof maps);
     bool ok = la == 0 ? encode_cached(ctx, &maps[0], dt, a->data, k, m, a->row_stride, BK, BM)
                       : encode_cached(ctx, &maps[0], dt, a->data, m, k, a->col_stride, 64, BK);
-    ok = ok && (lb == 0 ? encode_cached(ctx, &maps[1], dt, b->data, k, n, b->col_stride, BK, BN)
+    ok = ok && (lb == 0 ? encode_cached(ctx, &maps[1], dt, b->data, k, n, b->col_stride, BK, BN / 2)
                         : encode_cached(ctx, &maps[1], dt, b->data, n, k, b->row_stride, 64, BK));
     if (!ok)
         return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "sm90 GEMM: the driver refused a tensor map");
@@ -342,9 +400,12 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.units = (int32_t)sched.units;
     p.mode = (int32_t)sched.mode;
     p.splits = sched.mode == CVF_SM90_SPLIT_K ? sched.splits : 1;
+    p.cluster = sched.cluster;
+    p.tiles_v = sched.cluster == 2 ? 2 * ((p.tiles_m + 1) / 2) * p.tiles_n : p.tiles_m * p.tiles_n;
     p.sync = st->sync + (size_t)launch.lane * CVF_CUDA_SYNC_INTS;
     p.split_partial = split_partial;
-    int grid = (int)(p.units < st->sm_count ? p.units : st->sm_count);
+    const int slots = st->sm_count / p.cluster; /* CTAs or pairs */
+    int grid = p.cluster * (int)(p.units < slots ? p.units : slots);
     cudaStream_t stream = (cudaStream_t)launch.stream;
     cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, stream, la, lb, maps, p, grid)
                            : cvf_sm90_launch_f16(ctx, stream, la, lb, maps, p, grid);

@@ -25,10 +25,12 @@ constexpr int SLOT_BYTES = 64 * 64;
 constexpr int SLOTS = 4;
 constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
 
-/* After the barriers: the unit id of each stage (set by the producer with the first K-slice of a
- * unit, -1: no more work) and one exchange word per consumer warpgroup (cut tiles). */
+/* After the staging: the ring's "full", "empty" and (2-CTA clusters) "mail" mbarriers, then the
+ * unit id of each stage (set by the producer with the first K-slice of a unit, -1: no more work),
+ * one exchange word per consumer warpgroup (cut tiles) and the mailbox of each stage (the unit the
+ * cluster's first CTA took, sent to the second). */
 constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
-                           2 * STAGES * 8 + 4 * STAGES + 8;
+                           3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES;
 /* Accumulators of one consumer warpgroup's half tile, as the exchange of pieces stores them. */
 constexpr int HALF_TILE_FLOATS = 128 * 128;
 constexpr int TILE_FLOATS = 2 * HALF_TILE_FLOATS;
@@ -61,7 +63,9 @@ struct sm90_params {
      *   CVF_SM90_SPLIT_K: unit u is K part u / tiles (of `splits` equal parts) of tile u % tiles: the
      *     tiles' first parts are handed out first, so that the tiles that share A rows or B
      *     columns read the same K range at the same time (L2 reuse, unlike stream-K's runs).
-     * A tile cut into pieces is finished by whichever piece finishes last (piece_exchange). */
+     * A tile cut into pieces is finished by whichever piece finishes last (piece_exchange).
+     * ("tiles" above: tiles_v.) With 2-CTA clusters the counter hands out units of the pair
+     * (whole tiles or split-K), and each CTA works on its tile of it (cta_unit). */
     int64_t iters;
     int32_t units;
     int32_t mode;   /* a cvf_sm90_mode (device.cuh), as cvf_cuda_sm90_schedule chose it */
@@ -71,6 +75,12 @@ struct sm90_params {
                             (see load_aux_pairs) */
     int32_t bias_packed; /* bias is f16/bf16, unit stride, 4-byte aligned, and aux_in is not prefetched:
                             the epilogue prefetches it as 16-bit pairs (see load_bias_pairs) */
+    int32_t cluster; /* 1; or 2: CTA pairs on tiles (2 i, j) and (2 i + 1, j), each loading half of
+                        their shared B slice into both by TMA multicast (a third less L2 -> SM
+                        traffic per tile); units then number pairs of tiles (see cta_unit) */
+    int32_t tiles_v; /* the tiles as the units number them: tiles_m x tiles_n, or with pairs
+                        2 x ceil(tiles_m / 2) x tiles_n (an odd tiles_m leaves a tile row past m,
+                        computed on zeros and not stored) */
     int32_t *sync;        /* [0] next unit, [1] CTAs done, then for the cut tile whose first piece is
                              unit f: [SYNC_SEMS + 4 f + 2 wg], [.. + 1]: consumer wg's half tile's
                              arrival count and count of pieces stored. Zero at launch; the kernel
@@ -118,11 +128,67 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
     } while (!done);
 }
 
+/* The same shared-memory offset (a barrier, a buffer) in the cluster's CTA of that rank. */
+__device__ __forceinline__ uint32_t peer_addr(uint32_t local, uint32_t rank)
+{
+    uint32_t remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+    return remote;
+}
+
+/* Arrives on an mbarrier of a CTA of the cluster (an address from peer_addr), with release
+ * semantics at cluster scope. */
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar)
+{
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
+}
+
+/* Waits for the phase of the given parity with acquire semantics at cluster scope (what another
+ * CTA wrote before its release arrive is visible after). */
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
+{
+    uint32_t done;
+    do {
+        asm volatile("{\n"
+                     ".reg .pred p;\n"
+                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n"
+                     "}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+
+/* All threads of the cluster's CTAs meet (release / acquire at cluster scope). */
+__device__ __forceinline__ void cluster_sync()
+{
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
 __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1, uint32_t bar)
 {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
                      dst),
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+/* A box loaded into the same offset of every CTA of the cluster in mask, each CTA's transaction
+ * bytes completed on its barrier at offset bar. */
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1,
+                                                      uint32_t bar, uint16_t mask)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
                  : "memory");
 }
 
@@ -214,16 +280,41 @@ struct segment {
     int32_t tile, tm, tn, kt0, kt1;
 };
 
-/* The tile at position t of the grouped order. */
-__device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t tiles_n, int32_t *tm, int32_t *tn)
+/* The tile at position t of the grouped order (groups of `group` row tiles). */
+__device__ __forceinline__ void tile_coords(int32_t t, int32_t tiles_m, int32_t tiles_n, int32_t group_m, int32_t *tm,
+                                            int32_t *tn)
 {
-    int32_t per_group = GROUP_M * tiles_n;
+    int32_t per_group = group_m * tiles_n;
     int32_t group = t / per_group;
-    int32_t first = group * GROUP_M;
-    int32_t rows = tiles_m - first < GROUP_M ? tiles_m - first : GROUP_M;
+    int32_t first = group * group_m;
+    int32_t rows = tiles_m - first < group_m ? tiles_m - first : group_m;
     int32_t in_group = t - group * per_group;
     *tm = first + in_group % rows;
     *tn = in_group / rows;
+}
+
+/* The coordinates of tile t of the units' numbering: the grouped order of the tiles, or with 2-CTA
+ * clusters the grouped order of the pairs of row tiles (GROUP_M rows a group either way), t = 2 x
+ * pair + the CTA's rank. */
+__device__ __forceinline__ void tile_at(const sm90_params &p, int32_t t, int32_t *tm, int32_t *tn)
+{
+    if (p.cluster == 2) {
+        int32_t pair_m;
+        tile_coords(t >> 1, (p.tiles_m + 1) >> 1, p.tiles_n, GROUP_M / 2, &pair_m, tn);
+        *tm = 2 * pair_m + (t & 1);
+    } else {
+        tile_coords(t, p.tiles_m, p.tiles_n, GROUP_M, tm, tn);
+    }
+}
+
+/* This CTA's unit of the cluster's unit cu: cu itself, or with pairs (rank 0 or 1) its tile of
+ * the pair: tile 2 x pair + rank of the same K part (whole tiles: part 0). */
+__device__ __forceinline__ int32_t cta_unit(const sm90_params &p, int32_t cu, uint32_t rank)
+{
+    if (p.cluster == 1)
+        return cu;
+    const int32_t pairs = p.tiles_v >> 1, part = cu / pairs;
+    return part * p.tiles_v + 2 * (cu - part * pairs) + (int32_t)rank;
 }
 
 /* The first K-slice of stream-K unit u; unit_begin(units) = iters. 32-bit arithmetic (the host
@@ -256,7 +347,7 @@ __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u
         g.kt1 = p.k_tiles;
         c->next = c->end = 0;
     } else if (p.mode == CVF_SM90_SPLIT_K) {
-        const int32_t tiles = p.tiles_m * p.tiles_n, part = u / tiles;
+        const int32_t tiles = p.tiles_v, part = u / tiles;
         g.tile = u - part * tiles;
         g.kt0 = part * p.k_tiles / p.splits;
         g.kt1 = (part + 1) * p.k_tiles / p.splits;
@@ -270,7 +361,7 @@ __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u
         g.kt1 = left < (uint32_t)(p.k_tiles - g.kt0) ? g.kt0 + (int32_t)left : p.k_tiles;
         c->next = begin + (uint32_t)(g.kt1 - g.kt0);
     }
-    tile_coords(g.tile, p.tiles_m, p.tiles_n, &g.tm, &g.tn);
+    tile_at(p, g.tile, &g.tm, &g.tn);
     return g;
 }
 
@@ -284,7 +375,7 @@ __device__ __forceinline__ bool next_segment(const sm90_params &p, unit_cursor *
     g->kt0 = 0;
     g->kt1 = left < (uint32_t)p.k_tiles ? (int32_t)left : p.k_tiles;
     c->next += (uint32_t)g->kt1;
-    tile_coords(g->tile, p.tiles_m, p.tiles_n, &g->tm, &g->tn);
+    tile_at(p, g->tile, &g->tm, &g->tn);
     return true;
 }
 
@@ -301,7 +392,7 @@ __device__ __forceinline__ piece_set pieces_of(const sm90_params &p, const segme
     if (p.mode == CVF_SM90_SPLIT_K) {
         ps.first = g.tile;
         ps.count = p.splits;
-        ps.stride = p.tiles_m * p.tiles_n;
+        ps.stride = p.tiles_v;
     } else {
         const uint32_t first_slice = (uint32_t)g.tile * (uint32_t)p.k_tiles;
         ps.first = unit_of_slice(p, first_slice);
@@ -692,12 +783,16 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
 
 /* The shared-memory ring: STAGES stages of A (BM x BK) and B (BK x BN), each with a "full"
  * mbarrier (the copy engine completes its bytes on it) and an "empty" one (both consumers
- * arrive when their wgmmas have read the stage), and the unit id the producer published with a
- * unit's first stage. */
+ * arrive when their wgmmas have read the stage; with pairs, the consumers of both CTAs, since
+ * either producer's multicast writes the stage in both), and the unit id the producer published
+ * with a unit's first stage. With pairs each stage also has a mailbox and its "mail" mbarrier:
+ * the first CTA's producer sends the unit it took to the second's. */
 struct ring {
     uint32_t a, b; /* shared-memory addresses of stage 0's A and B */
-    uint32_t full0, empty0;
+    uint32_t full0, empty0, mail_bar0;
     int32_t *stage_unit;
+    int32_t *mail;
+    uint32_t rank; /* this CTA's rank in its cluster */
 };
 
 /* A position in the ring: the stage and the parity of its current use. */
@@ -714,10 +809,14 @@ __device__ __forceinline__ void advance(ring_pos &r)
     }
 }
 
-/* The producer's copies of one K-slice kt of segment g into stage r (whose "empty" wait is done). */
+/* The producer's copies of one K-slice kt of segment g into stage r (whose "empty" wait is done):
+ * its A rows, and B: all of it, or with pairs this CTA's half (64-column boxes 2 rank and 2 rank + 1
+ * of an N-major B, rows [128 rank, 128 rank + 128) of a K-major one), multicast into both CTAs. The
+ * stage's "full" barrier expects all of A and B either way; the peer's half completes on it. */
 template <int A_MN, int B_MN>
-__device__ __forceinline__ void load_slice(const ring &rg, const ring_pos &r, const CUtensorMap *map_a,
-                                           const CUtensorMap *map_b, const segment &g, int32_t kt)
+__device__ __forceinline__ void load_slice(const sm90_params &p, const ring &rg, const ring_pos &r,
+                                           const CUtensorMap *map_a, const CUtensorMap *map_b, const segment &g,
+                                           int32_t kt)
 {
     const uint32_t full = rg.full0 + 8 * r.stage;
     mbar_expect_tx(full, A_STAGE + B_STAGE);
@@ -729,13 +828,46 @@ __device__ __forceinline__ void load_slice(const ring &rg, const ring_pos &r, co
     } else {
         tma_load_2d(a_dst, map_a, kt * BK, g.tm * BM, full);
     }
+    if (p.cluster == 2) {
+        const int32_t h = (int32_t)rg.rank;
+        if (B_MN) {
+            tma_load_2d_multicast(b_dst + 2 * h * 8192, map_b, g.tn * BN + 2 * h * 64, kt * BK, full, 3);
+            tma_load_2d_multicast(b_dst + (2 * h + 1) * 8192, map_b, g.tn * BN + (2 * h + 1) * 64, kt * BK, full, 3);
+        } else {
+            tma_load_2d_multicast(b_dst + h * (B_STAGE / 2), map_b, kt * BK, g.tn * BN + h * (BN / 2), full, 3);
+        }
+        return;
+    }
     if (B_MN) {
 #pragma unroll
         for (int q = 0; q < BN / 64; q++)
             tma_load_2d(b_dst + q * 8192, map_b, g.tn * BN + q * 64, kt * BK, full);
-    } else {
+    } else { /* boxes of BN / 2 rows (the map's box, for the pairs' halves) */
         tma_load_2d(b_dst, map_b, kt * BK, g.tn * BN, full);
+        tma_load_2d(b_dst + B_STAGE / 2, map_b, kt * BK, g.tn * BN + BN / 2, full);
     }
+}
+
+/* The producer's next unit of the cluster, taken when stage r is free: from the counter; with
+ * pairs, the first CTA takes it and sends it through the stage's mailbox to the second, which
+ * waits for it (mail_phase: the parity of each stage's mail barrier, one bit a stage). */
+__device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &rg, const ring_pos &r,
+                                             uint32_t *mail_phase)
+{
+    if (p.cluster == 1)
+        return atomicAdd(p.sync, 1);
+    const uint32_t mail = smem_addr(rg.mail + r.stage), bar = rg.mail_bar0 + 8 * r.stage;
+    if (rg.rank == 0) {
+        const int32_t cu = atomicAdd(p.sync, 1);
+        asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(peer_addr(mail, 1)), "r"(cu) : "memory");
+        mbar_arrive_cluster(peer_addr(bar, 1));
+        return cu;
+    }
+    mbar_wait_cluster(bar, (*mail_phase >> r.stage) & 1);
+    *mail_phase ^= 1u << r.stage;
+    int32_t cu;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(cu) : "r"(mail) : "memory");
+    return cu;
 }
 
 /*
@@ -752,17 +884,19 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_a)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_b)) : "memory");
     ring_pos r = {0, 0};
+    uint32_t mail_phase = 0;
     for (;;) {
         mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
-        const int32_t u = atomicAdd(p.sync, 1);
+        const int32_t cu = take_unit(p, rg, r, &mail_phase);
         /* The unit id is published by the arrive on the stage's full barrier (release.cta; the
          * consumers' wait acquires). Shared atomics, so that racecheck, which does not follow
          * mbarriers, sees no plain-store hazard. */
-        if (u >= p.units) {
+        if (cu >= p.units) {
             atomicExch(rg.stage_unit + r.stage, -1);
             mbar_arrive(rg.full0 + 8 * r.stage);
             break;
         }
+        const int32_t u = cta_unit(p, cu, rg.rank);
         atomicExch(rg.stage_unit + r.stage, u);
         unit_cursor c;
         segment g = first_segment(p, u, &c);
@@ -772,7 +906,7 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
                 if (!waited)
                     mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
                 waited = false;
-                load_slice<A_MN, B_MN>(rg, r, map_a, map_b, g, kt);
+                load_slice<A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
                 advance(r);
             }
         } while (next_segment(p, &c, &g));
@@ -782,6 +916,17 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
         p.sync[0] = 0;
         p.sync[1] = 0;
     }
+}
+
+/* A consumer warpgroup's wgmmas have read stage s: one arrive on its "empty" barrier, or with pairs
+ * on that of both CTAs (either producer's multicast writes the stage in both). */
+__device__ __forceinline__ void release_stage(const sm90_params &p, const ring &rg, int s)
+{
+    const uint32_t bar = rg.empty0 + 8 * s;
+    mbar_arrive(bar);
+    if (p.cluster == 2) /* release at CTA scope, as the local arrive: a cluster-scope release here,
+                           once a K-slice, made the pairs 1.5-2x slower (H200) */
+        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(peer_addr(bar, rg.rank ^ 1)) : "memory");
 }
 
 /* Issues this warpgroup's wgmmas of the K-slice in stage r (its 64 rows of A, all of B) into acc,
@@ -817,7 +962,7 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * is done (a unit's first slice, waited on to read the unit id).
  */
 template <int DT, int A_MN, int B_MN>
-__device__ __forceinline__ void mainloop(const ring &rg, ring_pos &r, const segment &g, bool first_waited,
+__device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g, bool first_waited,
                                          float (&acc)[128], int wg, int t, int *last)
 {
     int prev = -1;
@@ -829,7 +974,7 @@ __device__ __forceinline__ void mainloop(const ring &rg, ring_pos &r, const segm
             wgmma_wait<1>();
             fence_acc(acc);
             if (t == 0)
-                mbar_arrive(rg.empty0 + 8 * prev);
+                release_stage(p, rg, prev);
         }
         prev = r.stage;
         advance(r);
@@ -880,20 +1025,23 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            mainloop<DT, A_MN, B_MN>(rg, r, g, first_waited, acc, wg, t, &last);
+            mainloop<DT, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
             const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * BN;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
+            const bool past_m = g.tm >= p.tiles_m; /* a pair's second tile past an odd tiles_m */
             uint32_t aux[16]; /* the first two chunks' aux_in, loaded while the last wgmmas run */
 #pragma unroll
             for (int q = 0; q < 16; q++)
                 aux[q] = 0;
-            if (prefetch && whole)
+            if (prefetch && whole && !past_m)
                 prefetch_pairs(p, aux, row0, col0, t);
             wgmma_wait<0>();
             fence_acc(acc);
             if (t == 0)
-                mbar_arrive(rg.empty0 + 8 * last);
+                release_stage(p, rg, last);
+            if (past_m)
+                continue; /* all of its pieces skip the exchange alike */
             if (!whole) {
                 if (!piece_exchange(p, acc, g, u, wg, t, xchg))
                     continue; /* to next_segment */
@@ -925,19 +1073,26 @@ __global__ void __launch_bounds__(THREADS, 1)
     uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
     rg.full0 = smem_addr(bars);
     rg.empty0 = smem_addr(bars + STAGES);
-    rg.stage_unit = reinterpret_cast<int32_t *>(bars + 2 * STAGES);
+    rg.mail_bar0 = smem_addr(bars + 2 * STAGES);
+    rg.stage_unit = reinterpret_cast<int32_t *>(bars + 3 * STAGES);
     volatile int32_t *xchg = rg.stage_unit + STAGES;
+    rg.mail = rg.stage_unit + STAGES + 2;
+    rg.rank = p.cluster == 2 ? cluster_rank() : 0;
 
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
         for (int s = 0; s < STAGES; s++) {
             mbar_init(rg.full0 + 8 * s, 1);
-            mbar_init(rg.empty0 + 8 * s, 2);
+            mbar_init(rg.empty0 + 8 * s, 2 * p.cluster);
+            mbar_init(rg.mail_bar0 + 8 * s, 1);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-    __syncthreads();
+    if (p.cluster == 2)
+        cluster_sync(); /* the peer's barriers are initialised before any multicast or arrive */
+    else
+        __syncthreads();
 
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
@@ -948,6 +1103,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         consumer<DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1, threadIdx.x - 128 * warpgroup,
                                  xchg);
     }
+    if (p.cluster == 2)
+        cluster_sync(); /* no CTA leaves while its peer may still multicast into it or arrive on it */
 }
 
 template <int DT, int A_MN, int B_MN>
@@ -961,8 +1118,24 @@ cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps
             return cvf_cuda_check(ctx, err, "sm90 GEMM: cudaFuncSetAttribute(shared memory)");
         configured = true;
     }
-    kernel<<<grid, THREADS, SMEM_BYTES, stream>>>(maps[0], maps[1], maps[2], maps[3], p);
-    return cvf_cuda_check(ctx, cudaGetLastError(), "sm90 GEMM kernel launch");
+    cudaLaunchConfig_t config = {};
+    cudaLaunchAttribute attr[1];
+    config.gridDim = dim3((unsigned)grid);
+    config.blockDim = dim3(THREADS);
+    config.dynamicSmemBytes = SMEM_BYTES;
+    config.stream = stream;
+    if (p.cluster == 2) {
+        attr[0].id = cudaLaunchAttributeClusterDimension;
+        attr[0].val.clusterDim.x = 2;
+        attr[0].val.clusterDim.y = 1;
+        attr[0].val.clusterDim.z = 1;
+        config.attrs = attr;
+        config.numAttrs = 1;
+    }
+    cudaError_t err = cudaLaunchKernelEx(&config, kernel, maps[0], maps[1], maps[2], maps[3], p);
+    if (err == cudaSuccess)
+        err = cudaGetLastError();
+    return cvf_cuda_check(ctx, err, "sm90 GEMM kernel launch");
 }
 
 template <int DT>
