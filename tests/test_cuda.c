@@ -1529,15 +1529,19 @@ static void test_mlp_plan(void)
  * aux_out and bias_grad must come out bit-identical (the pieces of a cut tile are added in K
  * order, whichever finished first). Unless want_whole, the schedule must cut tiles (else the
  * section would pass on whole tiles); with cluster "2" it must run pairs. */
-static void run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, bool want_whole)
+static void run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, int width,
+                            bool want_whole)
 {
     setenv("CVF_CUDA_SPLITK", split, 1);
     setenv("CVF_CUDA_CLUSTER", cluster, 1);
+    char width_text[8];
+    snprintf(width_text, sizeof width_text, "%d", width);
+    setenv("CVF_CUDA_TILE_N", width_text, 1);
     gpu_fixture *g = malloc(sizeof *g);
     if (CHECK(g != NULL, "out of memory") && gpu_setup(g, c)) {
         char label[400];
-        snprintf(label, sizeof label, "%.300s [CVF_CUDA_SPLITK=%.8s CVF_CUDA_CLUSTER=%.2s]", g->f.label, split,
-                 cluster);
+        snprintf(label, sizeof label, "%.300s [CVF_CUDA_SPLITK=%.8s CVF_CUDA_CLUSTER=%.2s CVF_CUDA_TILE_N=%d]",
+                 g->f.label, split, cluster, width);
         cvf_status status = gpu_run(g, own_ctx);
         if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", label, cvf_status_string(status),
                   cvf_context_last_error(own_ctx))) {
@@ -1553,6 +1557,7 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
                       (long long)info.units);
                 const bool paired = strstr(info.engine, "2-CTA clusters") != NULL;
                 CHECK(paired == (strcmp(cluster, "2") == 0), "%s: ran %s", label, info.engine);
+                CHECK(info.tile_n == width, "%s: tiles %d wide", label, (int)info.tile_n);
             }
             support_buffer *outs[3] = {&g->f.c.buffer, &g->f.aux_out.buffer, &g->f.bias_grad.buffer};
             unsigned char *first[3] = {NULL, NULL, NULL};
@@ -1575,31 +1580,35 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
     free(g);
     unsetenv("CVF_CUDA_SPLITK");
     unsetenv("CVF_CUDA_CLUSTER");
+    unsetenv("CVF_CUDA_TILE_N");
 }
 
-/* Section: tiles cut into pieces and tiles run by pairs of CTAs: stream-K units that cut tiles into
- * 2 to many pieces and units that span several tiles; split-K into 2, 3 and 7 K parts; 2-CTA
- * clusters on whole tiles and on K parts, with an odd number of row tiles (a pair's second tile
- * past M); tails in M, N and K, every epilogue family, both operand layouts. */
+/* Section: tiles cut into pieces, tiles run by pairs of CTAs, and the three tile widths: stream-K
+ * units that cut tiles into 2 to many pieces and units that span several tiles; split-K into 2, 3
+ * and 7 K parts; 2-CTA clusters on whole tiles and on K parts, with an odd number of row tiles (a
+ * pair's second tile past M) and with 192-wide tiles (three 64-column boxes of B shared unevenly);
+ * tails in M, N and K, every epilogue family, both operand layouts. */
 static void test_cut_tiles(void)
 {
     static const struct {
         int64_t m, n, k;
         const char *split, *cluster;
+        int width;
     } shapes[] = {
-        {296, 520, 640, "7", "1"},     /* 9 tiles x 10 K steps in 7 units: cuts and whole tiles */
-        {136, 8, 4000, "11", "1"},     /* 2 tiles x 63 steps: up to 7 pieces a tile */
-        {200, 264, 72, "5", "1"},      /* 4 tiles x 2 steps in 5 units */
-        {296, 520, 640, "1", "2"},     /* pairs: 3 row tiles (the last pair's second past M) x 3 */
-        {296, 520, 640, "k3", "2"},    /* pairs in 3 K parts */
-        {136, 264, 1000, "3", "1"},    /* 4 tiles x 16 steps in 3 units: units span tiles */
-        {1000, 1000, 1000, "50", "1"}, /* 32 tiles x 16 steps */
-        {64, 64, 64, "4", "1"},        /* one step: no cut possible (one unit) */
-        {296, 520, 640, "k3", "1"},    /* 9 tiles in 3 K parts of 3-4 steps */
-        {136, 8, 4000, "k7", "2"},     /* pairs in 7 parts of 9 steps */
-        {200, 264, 136, "k2", "1"},    /* 2 parts with a K tail in the second */
-        {1000, 1000, 1000, "1", "2"},  /* 4 x 4 pairs, whole tiles, tails in M and N */
-        {2100, 300, 200, "k2", "2"},   /* 17 row tiles: 9 pairs x 2 in 2 parts */
+        {296, 520, 640, "7", "1", 256},     /* 9 tiles x 10 K steps in 7 units: cuts and whole tiles */
+        {136, 8, 4000, "11", "1", 128},     /* 2 tiles x 63 steps: up to 7 pieces a tile */
+        {200, 264, 72, "5", "1", 128},      /* 6 tiles x 2 steps in 5 units */
+        {296, 520, 640, "1", "2", 256},     /* pairs: 3 row tiles (the last pair's second past M) x 3 */
+        {296, 520, 640, "k3", "2", 192},    /* pairs in 3 K parts, 192 wide */
+        {136, 264, 1000, "3", "1", 192},    /* 4 tiles x 16 steps in 3 units: units span tiles */
+        {1000, 1000, 1000, "50", "1", 256}, /* 32 tiles x 16 steps */
+        {64, 64, 64, "4", "1", 128},        /* one step: no cut possible (one unit) */
+        {296, 520, 640, "k3", "1", 256},    /* 9 tiles in 3 K parts of 3-4 steps */
+        {136, 8, 4000, "k7", "2", 128},     /* pairs in 7 parts of 9 steps */
+        {200, 264, 136, "k2", "1", 192},    /* 2 parts with a K tail in the second */
+        {1000, 1000, 1000, "1", "2", 192},  /* 4 x 6 pairs, whole tiles, tails in M and N */
+        {2100, 300, 200, "k2", "2", 128},   /* 17 row tiles: 9 pairs x 3 in 2 parts */
+        {1000, 1000, 1000, "1", "1", 128},  /* 8 x 8 tiles 128 wide */
     };
     static const int epilogues[] = {3 | 16 /* dgelu, grad */, 2 | 4 | 8 | 16 /* gelu, bias, aux_out, grad */,
                                     1 /* relu */, 0};
@@ -1613,7 +1622,7 @@ static void test_cut_tiles(void)
                 support_matmul_case c = support_make_matmul_case(shapes[s].m, shapes[s].n, shapes[s].k,
                                                                  &combos[(s + e) % 2], epilogues[e], lays[l], seed++);
                 /* one K step or "1": nothing to cut */
-                run_forced_case(&c, shapes[s].split, shapes[s].cluster,
+                run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width,
                                 shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0);
             }
 }

@@ -236,7 +236,9 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
                                 const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial);
 #define CVF_CUDA_SM90_SLAB 16
 
-/* Host: how the Hopper kernel runs an m x n x k product on ctx's GPU. mode and units: whole
+/* Host: how the Hopper kernel runs an m x n x k product on ctx's GPU: the tile width (256, 192 or
+ * 128 columns: the one whose waves the model finds fastest, a narrower one only when 3% faster;
+ * CVF_CUDA_TILE_N forces one), and mode and units: whole
  * tiles (a unit each); split-K: `splits` equal K parts of every tile, the tiles' first parts
  * first (when all tiles fit in one wave); stream-K: sm_count equal runs of the tiles' K-slices
  * (K up to 96 slices); chosen by a model of their time when they fill the SMs clearly better
@@ -252,6 +254,7 @@ typedef struct cvf_sm90_schedule {
     int64_t tiles, units; /* units: of the cluster (pairs of tiles when cluster is 2) */
     int splits;
     int cluster;          /* 1, or 2: CTA pairs sharing B by TMA multicast (whole tiles or split-K) */
+    int tile_n;           /* the tile's width: 256, 192 or 128 (CVF_CUDA_TILE_N forces one) */
     size_t split_bytes;
 } cvf_sm90_schedule;
 cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside);
@@ -301,7 +304,6 @@ cvf_status cvf_lt_run(cvf_context *ctx, cvf_cuda_launch launch, const cvf_lt_pla
 
 /* Host: the tile of the Hopper kernel (for plans). */
 #define CVF_CUDA_SM90_TILE_M 128
-#define CVF_CUDA_SM90_TILE_N 256
 #define CVF_CUDA_SM90_TILE_K 64
 
 /* Host: a context's table of encoded tensor maps (gemm_sm90.cu); free() releases it. */

@@ -508,7 +508,7 @@ void cvf_cuda_gemm_describe(const cvf_context *ctx, bool beside, const cvf_matri
                                           : "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, "
                                             "epilogue fused";
         info->tile_m = CVF_CUDA_SM90_TILE_M;
-        info->tile_n = CVF_CUDA_SM90_TILE_N;
+        info->tile_n = sched.tile_n;
         info->tile_k = CVF_CUDA_SM90_TILE_K;
         /* in the public sense: tiles, K parts of tiles or stream-K runs (not pairs of tiles) */
         info->units = sched.mode == CVF_SM90_WHOLE_TILES ? sched.tiles

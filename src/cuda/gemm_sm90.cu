@@ -196,6 +196,10 @@ void *cvf_cuda_tmap_cache_create(void)
  * offsets, stop the tiles that share A rows or B columns from reading them at the same time, and
  * the products went DRAM-bound (H200: 768 x 3072 x 12608 0.123 -> 0.147 ms, docs/PERF.md). */
 #define STREAM_K_MAX_SLICES 96
+/* Stream-K's modelled time is scaled by this: on the H200 it ran 25% over the model (12608 x 768
+ * x 3072 at 256 wide: modelled 124.5 slices, ~81 us; measured 0.103 ms), while whole 192-wide
+ * tiles in three full waves took 0.088 ms (docs/PERF.md issue 12 part 2). */
+#define STREAM_K_OVERHEAD 1.25
 
 /* Waves of `units` equal units on sms SMs. */
 static double waves(int64_t units, int64_t sms)
@@ -245,7 +249,8 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
         iters * slots < (INT64_C(1) << 32)) {
         const double run = (double)iters / (double)slots; /* slices per unit */
         const double pieces = ceil((double)k_tiles / run) + 1.0;
-        const double t = run + EPILOGUE_SLICES * (double)tiles / (double)slots + PIECE_SLICES * (pieces - 1.0);
+        const double t = STREAM_K_OVERHEAD *
+                         (run + EPILOGUE_SLICES * (double)tiles / (double)slots + PIECE_SLICES * (pieces - 1.0));
         if (t < 0.98 * best.time && t < 0.95 * whole)
             best = (cut_choice){CVF_SM90_STREAM_K, slots, 1, t};
     }
@@ -274,6 +279,18 @@ static bool forced_cut(int64_t tiles, int64_t k_tiles, bool stream_k, cut_choice
     return true;
 }
 
+/* CVF_CUDA_TILE_N: "256", "192" or "128" forces the tile width; 0 when unset (the model chooses). */
+static int forced_width(void)
+{
+    const char *force = getenv("CVF_CUDA_TILE_N");
+    const int w = force ? atoi(force) : 0;
+    return w == 256 || w == 192 || w == 128 ? w : 0;
+}
+
+/* A narrower tile must be modelled this much faster than a wider one to be chosen: it moves more
+ * operand bytes per FLOP. */
+#define NARROW_MARGIN 0.97
+
 /* CVF_CUDA_CLUSTER: "1" or "2" forces single CTAs or pairs; 0 when unset (single CTAs). */
 static int forced_cluster(void)
 {
@@ -285,14 +302,35 @@ static int forced_cluster(void)
     return 0;
 }
 
+/* The cut of the tiles of width w on single CTAs and, under CVF_CUDA_CLUSTER=2, on pairs (*paired);
+ * its time, modelled in slices of the widest tile (a slice of width w costs w / 256 of one). Pairs
+ * only on request for now: at the 128 x 256 tile they move a third less from L2 per tile but
+ * measured no faster (H200, docs/PERF.md issue 12 part 2: 0.98-1.04x of single CTAs across the
+ * targets' shapes), so the products are not L2-bound there. */
+static cut_choice cut_for_width(int64_t m, int64_t n, int64_t k_tiles, int64_t sms, bool beside, int w,
+                                bool *paired)
+{
+    const int64_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + w - 1) / w;
+    const int64_t tiles = tiles_m * tiles_n, pairs = (tiles_m + 1) / 2 * tiles_n;
+    *paired = tiles_m >= 2 && sms >= 2 && forced_cluster() == 2;
+    cut_choice c;
+    if (forced_cut(*paired ? pairs : tiles, k_tiles, !*paired, &c)) {
+        if (c.mode == CVF_SM90_STREAM_K)
+            *paired = false;
+    } else {
+        c = *paired ? best_cut(pairs, k_tiles, sms / 2, beside, false) : best_cut(tiles, k_tiles, sms, beside, true);
+    }
+    c.time *= (double)w / (double)BN_MAX;
+    return c;
+}
+
 cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside)
 {
     cvf_sm90_schedule s;
     const int64_t k_tiles = (k + BK - 1) / BK;
-    const int64_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + BN - 1) / BN;
-    const int64_t pairs = (tiles_m + 1) / 2 * tiles_n;
     const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
-    s.tiles = tiles_m * tiles_n;
+    s.tile_n = BN_MAX;
+    s.tiles = ((m + BM - 1) / BM) * ((n + BN_MAX - 1) / BN_MAX);
     s.mode = CVF_SM90_WHOLE_TILES;
     s.units = s.tiles;
     s.splits = 1;
@@ -300,33 +338,34 @@ cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int6
     s.split_bytes = 0;
     if (s.tiles < 1)
         return s;
-    /* Pairs only on request (CVF_CUDA_CLUSTER=2) for now: at the 128 x 256 tile they move a third
-     * less from L2 per tile but measured no faster (H200, docs/PERF.md issue 12 part 2: 0.98-1.04x
-     * of single CTAs across the targets' shapes), so the products are not L2-bound there. */
-    const int want = forced_cluster();
-    const bool pairable = tiles_m >= 2 && sms >= 2 && want != 1;
-    cut_choice single, paired;
-    bool use_pairs;
-    if (forced_cut(s.tiles, k_tiles, true, &single)) {
-        use_pairs = pairable && want == 2 && single.mode != CVF_SM90_STREAM_K;
-        if (use_pairs)
-            forced_cut(pairs, k_tiles, false, &paired);
-    } else {
-        single = best_cut(s.tiles, k_tiles, sms, beside, true);
-        use_pairs = false;
-        if (pairable && want == 2) {
-            paired = best_cut(pairs, k_tiles, sms / 2, beside, false);
-            use_pairs = true;
+    /* The width: forced, or the fastest by the model, from the widest down, a narrower one only
+     * when clearly faster (NARROW_MARGIN). Forced cuts (CVF_CUDA_SPLITK) keep the widest. */
+    static const int widths[] = {256, 192, 128};
+    const int want_w = forced_width();
+    const char *forced_split = getenv("CVF_CUDA_SPLITK");
+    bool paired = false;
+    cut_choice best = cut_for_width(m, n, k_tiles, sms, beside, want_w ? want_w : BN_MAX, &paired);
+    if (!want_w && !(forced_split && *forced_split))
+        for (int i = 1; i < 3; i++) {
+            bool p2;
+            const cut_choice c = cut_for_width(m, n, k_tiles, sms, beside, widths[i], &p2);
+            if (c.time < NARROW_MARGIN * best.time) {
+                best = c;
+                paired = p2;
+                s.tile_n = widths[i];
+            }
         }
-    }
-    const cut_choice c = use_pairs ? paired : single;
-    s.mode = c.mode;
-    s.units = c.units;
-    s.splits = c.splits;
-    s.cluster = use_pairs ? 2 : 1;
+    if (want_w)
+        s.tile_n = want_w;
+    const int64_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + s.tile_n - 1) / s.tile_n;
+    s.tiles = tiles_m * tiles_n;
+    s.mode = best.mode;
+    s.units = best.units;
+    s.splits = best.splits;
+    s.cluster = paired ? 2 : 1;
     if (s.mode == CVF_SM90_SPLIT_K) {
         /* a slot per CTA unit: every tile (of the units' numbering) times the parts */
-        const int64_t tiles_v = use_pairs ? 2 * pairs : s.tiles;
+        const int64_t tiles_v = paired ? 2 * ((tiles_m + 1) / 2 * tiles_n) : s.tiles;
         s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * (size_t)tiles_v * (size_t)s.splits;
     } else if (s.mode == CVF_SM90_STREAM_K) {
         /* A tile of k_tiles slices meets at most ceil(k_tiles / shortest unit) + 1 units. */
@@ -342,15 +381,15 @@ cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int6
 bool cvf_cuda_sm90_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c)
 {
     const cvf_cuda_state *st = cvf_cuda_state_of(ctx);
-    if (!st->fast || !st->sync || st->max_smem_optin < SMEM_BYTES)
+    if (!st->fast || !st->sync || st->max_smem_optin < SMEM_BYTES_MAX)
         return false;
     if (a->dtype != b->dtype || (a->dtype != CVF_F16 && a->dtype != CVF_BF16))
         return false;
     int64_t m = c->rows, n = c->cols, k = a->cols;
-    if (m < 1 || n < 1 || k < 1 || m > (INT64_C(1) << 31) - BM || n > (INT64_C(1) << 31) - BN ||
+    if (m < 1 || n < 1 || k < 1 || m > (INT64_C(1) << 31) - BM || n > (INT64_C(1) << 31) - BN_MAX ||
         k > (INT64_C(1) << 31) - BK)
         return false;
-    int64_t tiles = ((m + BM - 1) / BM) * ((n + BN - 1) / BN);
+    int64_t tiles = ((m + BM - 1) / BM) * ((n + 127) / 128); /* the narrowest width's count */
     if (tiles > INT32_MAX - 4096)
         return false;
     return operand_layout(a, true) >= 0 && operand_layout(b, false) >= 0;
@@ -368,7 +407,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     memset(maps, 0, sizeof maps);
     bool ok = la == 0 ? encode_cached(ctx, &maps[0], dt, a->data, k, m, a->row_stride, BK, BM)
                       : encode_cached(ctx, &maps[0], dt, a->data, m, k, a->col_stride, 64, BK);
-    ok = ok && (lb == 0 ? encode_cached(ctx, &maps[1], dt, b->data, k, n, b->col_stride, BK, BN / 2)
+    ok = ok && (lb == 0 ? encode_cached(ctx, &maps[1], dt, b->data, k, n, b->col_stride, BK, sched.tile_n / 2)
                         : encode_cached(ctx, &maps[1], dt, b->data, n, k, b->row_stride, 64, BK));
     if (!ok)
         return cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "sm90 GEMM: the driver refused a tensor map");
@@ -378,7 +417,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.n = n;
     p.k = k;
     p.tiles_m = (int32_t)((m + BM - 1) / BM);
-    p.tiles_n = (int32_t)((n + BN - 1) / BN);
+    p.tiles_n = (int32_t)((n + sched.tile_n - 1) / sched.tile_n);
+    p.tile_n = sched.tile_n;
     p.k_tiles = (int32_t)((k + BK - 1) / BK);
     p.activation = (int32_t)ep->activation;
     p.bias = dev_vec_of(ep->bias);

@@ -11,12 +11,11 @@
 namespace sm90 {
 
 
-constexpr int BM = 128, BN = 256, BK = 64;
-constexpr int STAGES = 4;
+/* Tiles of BM x N, N one of TILE_NS (chosen per product, cvf_cuda_sm90_schedule), K-slices of BK. */
+constexpr int BM = 128, BN_MAX = 256, BK = 64;
 constexpr int GROUP_M = 16;
 constexpr int THREADS = 384;
 constexpr int A_STAGE = BM * BK * 2; /* 16 KB */
-constexpr int B_STAGE = BN * BK * 2; /* 32 KB */
 constexpr int CHUNK = 32;            /* epilogue columns per chunk */
 /* Output staging for the TMA stores: per consumer warpgroup a ring of SLOTS slots, each a 64-row
  * x 64-byte box (32 16-bit or 16 f32 columns) in the 64-byte swizzle of the TMA, so that the
@@ -25,17 +24,31 @@ constexpr int SLOT_BYTES = 64 * 64;
 constexpr int SLOTS = 4;
 constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
 
-/* After the staging: the ring's "full", "empty" and (2-CTA clusters) "mail" mbarriers, then the
- * unit id of each stage (set by the producer with the first K-slice of a unit, -1: no more work),
- * one exchange word per consumer warpgroup (cut tiles) and the mailbox of each stage (the unit the
- * cluster's first CTA took, sent to the second). */
-constexpr int SMEM_BYTES = 1024 /* alignment slack */ + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES +
-                           3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES;
-/* Accumulators of one consumer warpgroup's half tile, as the exchange of pieces stores them. */
-constexpr int HALF_TILE_FLOATS = 128 * 128;
-constexpr int TILE_FLOATS = 2 * HALF_TILE_FLOATS;
+/* The geometry of a tile N columns wide: R accumulators per consumer thread (its 64 rows x N), the
+ * B stage, the ring's depth, and the shared memory: 1 KB alignment slack, the ring, the output
+ * staging, then the ring's "full", "empty" and (2-CTA clusters) "mail" mbarriers, the unit id of
+ * each stage (set by the producer with the first K-slice of a unit, -1: no more work), one exchange
+ * word per consumer warpgroup (cut tiles) and the mailbox of each stage (the unit the cluster's first
+ * CTA took, sent to the second). Narrower tiles get a deeper ring in the same ~227 KB. */
+template <int N>
+struct tile_cfg {
+    static_assert(N == 128 || N == 192 || N == 256, "tile width");
+    static constexpr int R = N / 2;
+    static constexpr int B_STAGE = N * BK * 2;
+    static constexpr int STAGES = N == 128 ? 6 : 4;
+    static constexpr int SMEM_BYTES = 1024 + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES + 3 * STAGES * 8 +
+                                      4 * STAGES + 8 + 4 * STAGES;
+};
+/* The most shared memory any width takes (the device must offer it). */
+constexpr int SMEM_BYTES_MAX = tile_cfg<128>::SMEM_BYTES > tile_cfg<256>::SMEM_BYTES ? tile_cfg<128>::SMEM_BYTES
+                               : tile_cfg<256>::SMEM_BYTES > tile_cfg<192>::SMEM_BYTES ? tile_cfg<256>::SMEM_BYTES
+                                                                                       : tile_cfg<192>::SMEM_BYTES;
+static_assert(SMEM_BYTES_MAX <= 227 * 1024, "shared memory");
+/* An exchange slot: the accumulators of a whole tile of the widest width (narrower ones use the
+ * start of it); within it, consumer warpgroup wg's half at wg x 128 x R. */
+constexpr int TILE_FLOATS = BM * BN_MAX;
 
-#include "cuda/wgmma_n256.inc"
+#include "cuda/wgmma_sm90.inc"
 
 /* One output of the epilogue (C or aux_out). */
 struct out_desc {
@@ -75,6 +88,7 @@ struct sm90_params {
                             (see load_aux_pairs) */
     int32_t bias_packed; /* bias is f16/bf16, unit stride, 4-byte aligned, and aux_in is not prefetched:
                             the epilogue prefetches it as 16-bit pairs (see load_bias_pairs) */
+    int32_t tile_n;  /* the tile's width N: 256, 192 or 128 */
     int32_t cluster; /* 1; or 2: CTA pairs on tiles (2 i, j) and (2 i + 1, j), each loading half of
                         their shared B slice into both by TMA multicast (a third less L2 -> SM
                         traffic per tile); units then number pairs of tiles (see cta_unit) */
@@ -91,7 +105,7 @@ struct sm90_params {
 /* Layout of a lane's sync block (ints): two counters, then four words per unit. */
 constexpr int SYNC_SEMS = 32;
 static_assert(CVF_CUDA_SYNC_INTS == SYNC_SEMS + 4 * CVF_CUDA_MAX_UNITS, "sync block layout");
-static_assert(BM == CVF_CUDA_SM90_TILE_M && BN == CVF_CUDA_SM90_TILE_N && BK == CVF_CUDA_SM90_TILE_K, "tile");
+static_assert(BM == CVF_CUDA_SM90_TILE_M && BK == CVF_CUDA_SM90_TILE_K, "tile");
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p)
 {
@@ -253,10 +267,11 @@ __device__ __forceinline__ void wgmma_wait()
 }
 
 /* Keeps the compiler from moving accumulator reads / writes across the asynchronous wgmma. */
-__device__ __forceinline__ void fence_acc(float (&acc)[128])
+template <int R>
+__device__ __forceinline__ void fence_acc(float (&acc)[R])
 {
 #pragma unroll
-    for (int i = 0; i < 128; i++)
+    for (int i = 0; i < R; i++)
         asm volatile("" : "+f"(acc[i])::"memory");
 }
 
@@ -422,7 +437,8 @@ __device__ __forceinline__ float *slot_of(const sm90_params &p, int32_t v, int32
  * its registers are added to the other of the two (one commutative addition), else it stores
  * them too and the sum is made from memory. The registers hold the running sum: no second array.
  */
-__device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc)[128], const segment &g, int32_t u,
+template <int R>
+__device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc)[R], const segment &g, int32_t u,
                                                int wg, int t, volatile int32_t *xchg)
 {
     const piece_set ps = pieces_of(p, g);
@@ -434,9 +450,9 @@ __device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc
     const bool last = xchg[wg] == pieces - 1;
     const int32_t mine = (u - u_first) / ps.stride; /* this piece's place in the sum */
     if (!last || mine >= 2) {
-        float *part = slot_of(p, u, u_first) + wg * HALF_TILE_FLOATS;
+        float *part = slot_of(p, u, u_first) + wg * 128 * R;
 #pragma unroll
-        for (int i = 0; i < 128; i++)
+        for (int i = 0; i < R; i++)
             __stcg(part + i * 128 + t, acc[i]);
     }
     if (!last) {
@@ -454,11 +470,11 @@ __device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc
     /* 16 accumulators at a time over the pieces (16 loads in flight per piece): a loop over the
      * pieces around all 128 made the compiler spill. */
 #pragma unroll
-    for (int grp = 0; grp < 8; grp++) {
+    for (int grp = 0; grp < R / 16; grp++) {
         for (int32_t i = 0, v = u_first; i < pieces; i++, v += ps.stride) {
             if (v == u && mine < 2)
                 continue; /* in the registers already */
-            const float *part = slot_of(p, v, u_first) + wg * HALF_TILE_FLOATS + grp * 16 * 128 + t;
+            const float *part = slot_of(p, v, u_first) + wg * 128 * R + grp * 16 * 128 + t;
             const bool overwrite = mine >= 2 && v == u_first;
 #pragma unroll
             for (int e = 0; e < 16; e++) {
@@ -502,8 +518,8 @@ __device__ __forceinline__ void put_box(const CUtensorMap *map, stager &st, int 
 }
 
 /* Stores 32 columns (acc[0..16) of the chunk CH) of this warpgroup's 64 rows to out. */
-template <int CH>
-__device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorMap *map, const float (&acc)[128],
+template <int CH, int R>
+__device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorMap *map, const float (&acc)[R],
                                             stager &st, int wg, int t, int64_t row0, int64_t col0, int64_t m,
                                             int64_t n)
 {
@@ -644,8 +660,8 @@ __device__ __forceinline__ float unpack_aux(uint32_t pair, int e, int32_t dtype)
 
 /* The GELU backward of one 32-column chunk: acc *= gelu'(aux_in), aux_in from the prefetched
  * pairs when p.aux_packed (which implies a GELU' activation), else loaded per element. */
-template <int CH, bool ERF>
-__device__ __forceinline__ void dgelu_chunk(const sm90_params &p, float (&acc)[128], const uint32_t (&aux)[16],
+template <int CH, bool ERF, int R>
+__device__ __forceinline__ void dgelu_chunk(const sm90_params &p, float (&acc)[R], const uint32_t (&aux)[16],
                                             int64_t i0, int64_t col0, int lane)
 {
     if (p.aux_packed) {
@@ -671,9 +687,9 @@ __device__ __forceinline__ void dgelu_chunk(const sm90_params &p, float (&acc)[1
 
 /* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. aux: the
  * prefetched aux_in pairs of this chunk and the next (used when p.aux_packed). */
-template <int CH>
+template <int CH, int R>
 __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUtensorMap *map_c,
-                                               const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
+                                               const CUtensorMap *map_aux, float (&acc)[R], stager &st, int wg,
                                                int t, int64_t row0, int64_t col0, const uint32_t (&aux)[16])
 {
     const int warp = t / 32, lane = t % 32;
@@ -747,8 +763,9 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
  * acc[0..32). aux_next holds their prefetched pairs and, when more, gets the next step's; the
  * accumulators then shift down by 32 registers (moves with compile-time indices), so that every
  * step runs the same code on acc[0..32). */
+template <int R>
 __device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtensorMap *map_c,
-                                              const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
+                                              const CUtensorMap *map_aux, float (&acc)[R], stager &st, int wg,
                                               int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16], bool more)
 {
     uint32_t aux[16];
@@ -761,7 +778,7 @@ __device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtens
     epilogue_chunk<1>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
     if (more) {
 #pragma unroll
-        for (int i = 0; i < 128 - 32; i++)
+        for (int i = 0; i < R - 32; i++)
             acc[i] = acc[i + 32];
     }
 }
@@ -771,17 +788,19 @@ __device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtens
  * ran at a quarter of the store bandwidth (instruction fetch). Two chunks per step: 3 x 96
  * register moves per tile, not 7 x 112. The accumulators are dead afterwards: the next
  * tile's first wgmma does not read them (scale-d 0). */
+template <int R>
 __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtensorMap *map_c,
-                                              const CUtensorMap *map_aux, float (&acc)[128], stager &st, int wg,
+                                              const CUtensorMap *map_aux, float (&acc)[R], stager &st, int wg,
                                               int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16])
 {
-    constexpr int CHUNKS = BN / CHUNK;
+    constexpr int CHUNKS = 2 * R / CHUNK;
+    static_assert(CHUNKS % 2 == 0, "two chunks a step");
 #pragma unroll 1
     for (int ch = 0; ch < CHUNKS; ch += 2)
         epilogue_step(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux_next, ch + 2 < CHUNKS);
 }
 
-/* The shared-memory ring: STAGES stages of A (BM x BK) and B (BK x BN), each with a "full"
+/* The shared-memory ring: STAGES stages of A (BM x BK) and B (BK x N), each with a "full"
  * mbarrier (the copy engine completes its bytes on it) and an "empty" one (both consumers
  * arrive when their wgmmas have read the stage; with pairs, the consumers of both CTAs, since
  * either producer's multicast writes the stage in both), and the unit id the producer published
@@ -801,6 +820,7 @@ struct ring_pos {
     uint32_t phase;
 };
 
+template <int STAGES>
 __device__ __forceinline__ void advance(ring_pos &r)
 {
     if (++r.stage == STAGES) {
@@ -810,14 +830,15 @@ __device__ __forceinline__ void advance(ring_pos &r)
 }
 
 /* The producer's copies of one K-slice kt of segment g into stage r (whose "empty" wait is done):
- * its A rows, and B: all of it, or with pairs this CTA's half (64-column boxes 2 rank and 2 rank + 1
- * of an N-major B, rows [128 rank, 128 rank + 128) of a K-major one), multicast into both CTAs. The
+ * its A rows, and B: all of it, or with pairs this CTA's share (the 64-column boxes q of an N-major
+ * B with q % 2 = rank, rows [N/2 rank, N/2 rank + N/2) of a K-major one), multicast into both. The
  * stage's "full" barrier expects all of A and B either way; the peer's half completes on it. */
-template <int A_MN, int B_MN>
+template <int N, int A_MN, int B_MN>
 __device__ __forceinline__ void load_slice(const sm90_params &p, const ring &rg, const ring_pos &r,
                                            const CUtensorMap *map_a, const CUtensorMap *map_b, const segment &g,
                                            int32_t kt)
 {
+    constexpr int B_STAGE = tile_cfg<N>::B_STAGE, BOXES = N / 64;
     const uint32_t full = rg.full0 + 8 * r.stage;
     mbar_expect_tx(full, A_STAGE + B_STAGE);
     const uint32_t a_dst = rg.a + r.stage * A_STAGE;
@@ -830,21 +851,23 @@ __device__ __forceinline__ void load_slice(const sm90_params &p, const ring &rg,
     }
     if (p.cluster == 2) {
         const int32_t h = (int32_t)rg.rank;
-        if (B_MN) {
-            tma_load_2d_multicast(b_dst + 2 * h * 8192, map_b, g.tn * BN + 2 * h * 64, kt * BK, full, 3);
-            tma_load_2d_multicast(b_dst + (2 * h + 1) * 8192, map_b, g.tn * BN + (2 * h + 1) * 64, kt * BK, full, 3);
+        if (B_MN) { /* the 64-column boxes q with q % 2 == rank */
+#pragma unroll
+            for (int q = 0; q < BOXES; q++)
+                if (q % 2 == h)
+                    tma_load_2d_multicast(b_dst + q * 8192, map_b, g.tn * N + q * 64, kt * BK, full, 3);
         } else {
-            tma_load_2d_multicast(b_dst + h * (B_STAGE / 2), map_b, kt * BK, g.tn * BN + h * (BN / 2), full, 3);
+            tma_load_2d_multicast(b_dst + h * (B_STAGE / 2), map_b, kt * BK, g.tn * N + h * (N / 2), full, 3);
         }
         return;
     }
     if (B_MN) {
 #pragma unroll
-        for (int q = 0; q < BN / 64; q++)
-            tma_load_2d(b_dst + q * 8192, map_b, g.tn * BN + q * 64, kt * BK, full);
-    } else { /* boxes of BN / 2 rows (the map's box, for the pairs' halves) */
-        tma_load_2d(b_dst, map_b, kt * BK, g.tn * BN, full);
-        tma_load_2d(b_dst + B_STAGE / 2, map_b, kt * BK, g.tn * BN + BN / 2, full);
+        for (int q = 0; q < BOXES; q++)
+            tma_load_2d(b_dst + q * 8192, map_b, g.tn * N + q * 64, kt * BK, full);
+    } else { /* boxes of N / 2 rows (the map's box, for the pairs' halves) */
+        tma_load_2d(b_dst, map_b, kt * BK, g.tn * N, full);
+        tma_load_2d(b_dst + B_STAGE / 2, map_b, kt * BK, g.tn * N + N / 2, full);
     }
 }
 
@@ -877,7 +900,7 @@ __device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &r
  * K-slices, segment after segment. A -1 unit id tells the consumers to stop. The last CTA to
  * finish resets the counters for the next launch.
  */
-template <int A_MN, int B_MN>
+template <int N, int A_MN, int B_MN>
 __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, const CUtensorMap *map_a,
                                          const CUtensorMap *map_b)
 {
@@ -906,8 +929,8 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
                 if (!waited)
                     mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
                 waited = false;
-                load_slice<A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
-                advance(r);
+                load_slice<N, A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
+                advance<tile_cfg<N>::STAGES>(r);
             }
         } while (next_segment(p, &c, &g));
     }
@@ -931,10 +954,11 @@ __device__ __forceinline__ void release_stage(const sm90_params &p, const ring &
 
 /* Issues this warpgroup's wgmmas of the K-slice in stage r (its 64 rows of A, all of B) into acc,
  * as one committed group; accumulate: add to acc (else overwrite it). */
-template <int DT, int A_MN, int B_MN>
-__device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, float (&acc)[128], int wg,
+template <int DT, int A_MN, int B_MN, int R>
+__device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, float (&acc)[R], int wg,
                                             bool accumulate)
 {
+    constexpr int B_STAGE = tile_cfg<2 * R>::B_STAGE;
     /* MN-major operands: 64-element blocks along M/N 8 KB apart (LBO), 8-row K groups 1 KB apart (SBO) */
     const uint32_t mn_lbo = 8192, mn_sbo = 1024;
     const uint32_t a_base = rg.a + r.stage * A_STAGE + wg * 8192;
@@ -946,9 +970,9 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
         uint64_t da = A_MN ? make_desc(a_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(a_base + kk * 32, 16, 1024);
         uint64_t db = B_MN ? make_desc(b_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(b_base + kk * 32, 16, 1024);
         if (DT == 0)
-            wgmma_m64n256k16_f16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
+            wgmma_m64k16_f16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
         else
-            wgmma_m64n256k16_bf16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
+            wgmma_m64k16_bf16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
     }
     wgmma_commit();
     fence_acc(acc);
@@ -961,9 +985,9 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
  * is done (a unit's first slice, waited on to read the unit id).
  */
-template <int DT, int A_MN, int B_MN>
+template <int DT, int A_MN, int B_MN, int R>
 __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g, bool first_waited,
-                                         float (&acc)[128], int wg, int t, int *last)
+                                         float (&acc)[R], int wg, int t, int *last)
 {
     int prev = -1;
     for (int32_t kt = g.kt0; kt < g.kt1; kt++) {
@@ -977,7 +1001,7 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
                 release_stage(p, rg, prev);
         }
         prev = r.stage;
-        advance(r);
+        advance<tile_cfg<2 * R>::STAGES>(r);
     }
     *last = prev;
 }
@@ -1003,16 +1027,16 @@ __device__ __forceinline__ stager consumer_stager(const sm90_params &p, const CU
  * the mainloop, then the epilogue of a whole tile, or the stream-K exchange of a piece of a cut
  * tile (the last piece to finish runs the epilogue).
  */
-template <int DT, int A_MN, int B_MN>
+template <int N, int DT, int A_MN, int B_MN>
 __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, const CUtensorMap *map_c,
                                          const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
                                          volatile int32_t *xchg)
 {
     stager st = consumer_stager(p, map_c, map_aux, staging, wg, t);
     const bool prefetch = p.aux_packed || p.bias_packed;
-    float acc[128];
+    float acc[tile_cfg<N>::R];
 #pragma unroll
-    for (int i = 0; i < 128; i++)
+    for (int i = 0; i < tile_cfg<N>::R; i++)
         acc[i] = 0.0f;
     ring_pos r = {0, 0};
     for (;;) {
@@ -1027,7 +1051,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
             int last;
             mainloop<DT, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
-            const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * BN;
+            const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * N;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
             const bool past_m = g.tm >= p.tiles_m; /* a pair's second tile past an odd tiles_m */
             uint32_t aux[16]; /* the first two chunks' aux_in, loaded while the last wgmmas run */
@@ -1057,7 +1081,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
 
 /* DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is N-contiguous (row-major).
  * Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1 and 2 the consumers. */
-template <int DT, int A_MN, int B_MN>
+template <int N, int DT, int A_MN, int B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_aux,
@@ -1066,10 +1090,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
+    constexpr int STAGES = tile_cfg<N>::STAGES;
     ring rg;
     rg.a = smem_addr(smem);
     rg.b = rg.a + STAGES * A_STAGE;
-    unsigned char *staging = smem + STAGES * (A_STAGE + B_STAGE);
+    unsigned char *staging = smem + STAGES * (A_STAGE + tile_cfg<N>::B_STAGE);
     uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
     rg.full0 = smem_addr(bars);
     rg.empty0 = smem_addr(bars + STAGES);
@@ -1097,21 +1122,22 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
-            producer<A_MN, B_MN>(p, rg, &map_a, &map_b);
+            producer<N, A_MN, B_MN>(p, rg, &map_a, &map_b);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        consumer<DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1, threadIdx.x - 128 * warpgroup,
+        consumer<N, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1, threadIdx.x - 128 * warpgroup,
                                  xchg);
     }
     if (p.cluster == 2)
         cluster_sync(); /* no CTA leaves while its peer may still multicast into it or arrive on it */
 }
 
-template <int DT, int A_MN, int B_MN>
+template <int N, int DT, int A_MN, int B_MN>
 cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
+    constexpr int SMEM_BYTES = tile_cfg<N>::SMEM_BYTES;
     static bool configured = false; /* per instantiation */
-    auto kernel = sm90_gemm_kernel<DT, A_MN, B_MN>;
+    auto kernel = sm90_gemm_kernel<N, DT, A_MN, B_MN>;
     if (!configured) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
         if (err != cudaSuccess)
@@ -1138,17 +1164,29 @@ cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps
     return cvf_cuda_check(ctx, err, "sm90 GEMM kernel launch");
 }
 
+template <int N, int DT>
+cvf_status launch_width(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
+                        const sm90_params &p, int grid)
+{
+    if (la == 0 && lb == 0)
+        return launch<N, DT, 0, 0>(ctx, stream, maps, p, grid);
+    if (la == 0 && lb == 1)
+        return launch<N, DT, 0, 1>(ctx, stream, maps, p, grid);
+    if (la == 1 && lb == 0)
+        return launch<N, DT, 1, 0>(ctx, stream, maps, p, grid);
+    return launch<N, DT, 1, 1>(ctx, stream, maps, p, grid);
+}
+
+/* The instantiation for p.tile_n and the operand layouts la, lb. */
 template <int DT>
 cvf_status launch_layout(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
                          const sm90_params &p, int grid)
 {
-    if (la == 0 && lb == 0)
-        return launch<DT, 0, 0>(ctx, stream, maps, p, grid);
-    if (la == 0 && lb == 1)
-        return launch<DT, 0, 1>(ctx, stream, maps, p, grid);
-    if (la == 1 && lb == 0)
-        return launch<DT, 1, 0>(ctx, stream, maps, p, grid);
-    return launch<DT, 1, 1>(ctx, stream, maps, p, grid);
+    if (p.tile_n == 128)
+        return launch_width<128, DT>(ctx, stream, la, lb, maps, p, grid);
+    if (p.tile_n == 192)
+        return launch_width<192, DT>(ctx, stream, la, lb, maps, p, grid);
+    return launch_width<256, DT>(ctx, stream, la, lb, maps, p, grid);
 }
 
 
