@@ -302,8 +302,16 @@ static int forced_cluster(void)
     return 0;
 }
 
+/* The time of a K-slice of a tile w wide, in slices of the widest: w / 256, and for 128 a quarter
+ * more (H200, 8192^3: 2.10 ms in 128-wide tiles, 1.68 in 256, 1.70 in 192; docs/PERF.md issue 12
+ * part 2: m64n128k16 reads as many A bytes from shared memory as n256 for half the FLOPs). */
+static double slice_cost(int w)
+{
+    return (double)w / (double)BN_MAX * (w == 128 ? 1.25 : 1.0);
+}
+
 /* The cut of the tiles of width w on single CTAs and, under CVF_CUDA_CLUSTER=2, on pairs (*paired);
- * its time, modelled in slices of the widest tile (a slice of width w costs w / 256 of one). Pairs
+ * its time, modelled in slices of the widest tile (slice_cost). Pairs
  * only on request for now: at the 128 x 256 tile they move a third less from L2 per tile but
  * measured no faster (H200, docs/PERF.md issue 12 part 2: 0.98-1.04x of single CTAs across the
  * targets' shapes), so the products are not L2-bound there. */
@@ -320,7 +328,7 @@ static cut_choice cut_for_width(int64_t m, int64_t n, int64_t k_tiles, int64_t s
     } else {
         c = *paired ? best_cut(pairs, k_tiles, sms / 2, beside, false) : best_cut(tiles, k_tiles, sms, beside, true);
     }
-    c.time *= (double)w / (double)BN_MAX;
+    c.time *= slice_cost(w);
     return c;
 }
 
