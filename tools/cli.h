@@ -329,13 +329,15 @@ void cli_json_number(FILE *out, double value);
 /* The measured arithmetic peak of this CPU with a given number of threads running at once. */
 typedef struct cli_peak {
     int threads;
-    double fp32_gflops;   /* FMA loops on every thread (NaN when the CPU has neither AVX-512 nor AVX2+FMA) */
+    double fp32_gflops;   /* FMA loops on every thread at the library's active level (NaN below AVX2) */
     const char *fp32_isa; /* "avx512f", "avx2+fma" or "none" */
-    double bf16_gflops;   /* AMX tdpbf16ps loops where the CPU has AMX, else vdpbf16ps loops (NaN without either) */
-    const char *bf16_isa; /* "amx" or "vdpbf16ps" */
+    double bf16_gflops;   /* the unit bf16 products run on at that level: AMX tdpbf16ps loops, vdpbf16ps
+                             loops where that kernel is taken, else the fp32 FMA peak */
+    const char *bf16_isa; /* "amx", "vdpbf16ps", or the fp32 one */
 } cli_peak;
 
-/* Measures the fp32 FMA and bf16 dot-product peaks with threads concurrent threads (~0.2 s). */
+/* Measures the fp32 FMA and bf16 peaks of the library's active CPU level (cvf_cpu_isa_active) with
+ * threads concurrent threads (~0.2 s). */
 void cli_peak_measure(int threads, cli_peak *peak);
 
 /* ---- the CUDA runtime (tools/cli_cuda.c) -------------------------------------------------------- */

@@ -301,17 +301,24 @@ static double probe(peak_kind kind, int threads)
 
 void cli_peak_measure(int threads, cli_peak *peak)
 {
+    /* The peaks of the units the library runs on at its active level (CVF_CPU_ISA may force a lower
+     * one than the CPU has): an AVX2 run is held against the AVX2 FMA peak, and bf16 products
+     * against the unit that computes them (AMX tiles, vdpbf16ps where that kernel is taken, else the
+     * fp32 FMA path they are converted to). */
+    const cvf_cpu_isa isa = cvf_cpu_isa_active();
     peak->threads = threads < 1 ? 1 : threads;
-    peak->fp32_isa = "avx512f";
-    peak->fp32_gflops = probe(PEAK_FMA512, peak->threads);
-    if (isnan(peak->fp32_gflops)) {
-        peak->fp32_isa = kind_supported(PEAK_FMA256) ? "avx2+fma" : "none";
-        peak->fp32_gflops = probe(PEAK_FMA256, peak->threads);
-    }
-    peak->bf16_isa = "amx";
-    peak->bf16_gflops = probe(PEAK_AMX, peak->threads);
-    if (isnan(peak->bf16_gflops)) {
+    peak->fp32_isa = isa >= CVF_CPU_ISA_AVX512 ? "avx512f" : isa >= CVF_CPU_ISA_AVX2 ? "avx2+fma" : "none";
+    peak->fp32_gflops = isa >= CVF_CPU_ISA_AVX512 ? probe(PEAK_FMA512, peak->threads)
+                        : isa >= CVF_CPU_ISA_AVX2 ? probe(PEAK_FMA256, peak->threads)
+                                                  : NAN;
+    if (isa == CVF_CPU_ISA_AMX) {
+        peak->bf16_isa = "amx";
+        peak->bf16_gflops = probe(PEAK_AMX, peak->threads);
+    } else if (isa == CVF_CPU_ISA_AVX512_BF16 && cvf_cpu_bf16_dot_pays()) {
         peak->bf16_isa = "vdpbf16ps";
         peak->bf16_gflops = probe(PEAK_BF16, peak->threads);
+    } else {
+        peak->bf16_isa = peak->fp32_isa; /* converted to fp32 for the FMA kernel */
+        peak->bf16_gflops = peak->fp32_gflops;
     }
 }
