@@ -253,12 +253,10 @@ static void tp_facts(int64_t op, const int64_t dims[4], const cvf_tensor_paralle
 
 /* ---- validation -------------------------------------------------------------------------- */
 
-/* Validates a forward call (absent optional outputs skipped); dims gets S, H, I. args.tp's own
- * fields are checked by check_tp. */
+/* Validates the views of a forward call (absent optional outputs skipped); dims gets S, H, I.
+ * args.tp's own fields are checked by check_tp. */
 static cvf_status validate_forward(cvf_context *ctx, const cvf_mlp_forward_args *args, int64_t dims[4])
 {
-    if (!args)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
     mlp_tensor tensors[] = {
         {"hidden_state", &args->hidden_state, NULL, DIM_S, DIM_H, false, false},
         {"fc1_weight", &args->fc1_weight, NULL, DIM_I, DIM_H, false, false},
@@ -276,11 +274,9 @@ static cvf_status validate_forward(cvf_context *ctx, const cvf_mlp_forward_args 
     return status != CVF_STATUS_SUCCESS ? status : check_tp_shapes(ctx, &args->tp, dims[DIM_I], &args->output, "output");
 }
 
-/* Validates a backward call; dims gets S, H, I. */
+/* Validates the views of a backward call; dims gets S, H, I. */
 static cvf_status validate_backward(cvf_context *ctx, const cvf_mlp_backward_args *args, int64_t dims[4])
 {
-    if (!args)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
     mlp_tensor tensors[] = {
         {"grad_output", &args->grad_output, NULL, DIM_S, DIM_H, false, false},
         {"hidden_state", &args->hidden_state, NULL, DIM_S, DIM_H, false, false},
@@ -300,6 +296,28 @@ static cvf_status validate_backward(cvf_context *ctx, const cvf_mlp_backward_arg
     return status != CVF_STATUS_SUCCESS ? status
                                         : check_tp_shapes(ctx, &args->tp, dims[DIM_I], &args->grad_hidden_state,
                                                           "grad_hidden_state");
+}
+
+/* Every check of a forward call that needs no backend work, for the call and its size query alike:
+ * args present, args.tp's own fields (*agree: whether the ranks will run the agreement), the views;
+ * dims gets S, H, I. */
+static cvf_status check_forward(cvf_context *ctx, const cvf_mlp_forward_args *args, int64_t dims[4], bool *agree)
+{
+    *agree = false;
+    if (!args)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
+    cvf_status status = check_tp(ctx, &args->tp, agree);
+    return status == CVF_STATUS_SUCCESS ? validate_forward(ctx, args, dims) : status;
+}
+
+/* The same for a backward call. */
+static cvf_status check_backward(cvf_context *ctx, const cvf_mlp_backward_args *args, int64_t dims[4], bool *agree)
+{
+    *agree = false;
+    if (!args)
+        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
+    cvf_status status = check_tp(ctx, &args->tp, agree);
+    return status == CVF_STATUS_SUCCESS ? validate_backward(ctx, args, dims) : status;
 }
 
 size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
@@ -416,11 +434,11 @@ static cvf_status run_layout(cvf_context *ctx, const void *args, compose_fn comp
 }
 
 /* The forward's layout: an inference call without gelu_output keeps it in the workspace. */
-static cvf_status forward_layout(cvf_context *ctx, const cvf_mlp_forward_args *args, mlp_layout *l)
+static cvf_status forward_layout(cvf_context *ctx, const cvf_mlp_forward_args *args, const int64_t dims[4],
+                                 mlp_layout *l)
 {
     bool keep = matrix_absent(&args->gelu_output);
-    return plan_layout(ctx, args, compose_forward, keep, args->hidden_state.rows, args->fc1_weight.rows,
-                       args->output.dtype, l);
+    return plan_layout(ctx, args, compose_forward, keep, dims[DIM_S], dims[DIM_I], args->output.dtype, l);
 }
 
 /* The backward's layout: grad_fc1_output in the backend's intermediate dtype. */
@@ -447,19 +465,15 @@ cvf_status cvf_mlp_forward(cvf_context *ctx, const cvf_mlp_forward_args *args)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
-    if (!args)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
     bool agree;
     int64_t dims[4] = {0, 0, 0, 1};
-    cvf_status status = check_tp(ctx, &args->tp, &agree);
-    if (status == CVF_STATUS_SUCCESS)
-        status = validate_forward(ctx, args, dims);
+    cvf_status status = check_forward(ctx, args, dims, &agree);
     /* everything that can fail before the first store, on every rank, comes before the agreement */
     mlp_layout layout;
     void *workspace = NULL;
     const bool oracle = ctx->backend->mlp_forward_oracle != NULL;
     if (status == CVF_STATUS_SUCCESS && !oracle &&
-        (status = forward_layout(ctx, args, &layout)) == CVF_STATUS_SUCCESS)
+        (status = forward_layout(ctx, args, dims, &layout)) == CVF_STATUS_SUCCESS)
         status = cvf_workspace_reserve(ctx, layout.total, "mlp forward", &workspace);
     if (agree) {
         int64_t facts[TP_FACT_COUNT];
@@ -497,19 +511,15 @@ cvf_status cvf_mlp_forward_workspace_size(cvf_context *ctx, const cvf_mlp_forwar
     int64_t dims[4] = {0, 0, 0, 1};
     bool agree;
     cvf_status status = begin_size_query(ctx, bytes);
-    if (status == CVF_STATUS_SUCCESS && !args)
-        status = cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_forward_args pointer is NULL");
     if (status == CVF_STATUS_SUCCESS)
-        status = check_tp(ctx, &args->tp, &agree);
-    if (status == CVF_STATUS_SUCCESS)
-        status = validate_forward(ctx, args, dims);
+        status = check_forward(ctx, args, dims, &agree);
     if (status != CVF_STATUS_SUCCESS)
         return status;
     *bytes = 0; /* written only by a valid query */
     if (ctx->backend->mlp_forward_oracle) /* the oracle needs none */
         return CVF_STATUS_SUCCESS;
     mlp_layout layout;
-    return layout_size(forward_layout(ctx, args, &layout), &layout, bytes);
+    return layout_size(forward_layout(ctx, args, dims, &layout), &layout, bytes);
 }
 
 cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
@@ -517,13 +527,9 @@ cvf_status cvf_mlp_backward(cvf_context *ctx, const cvf_mlp_backward_args *args)
     if (!ctx)
         return CVF_STATUS_NULL_POINTER;
     cvf_clear_error(ctx);
-    if (!args)
-        return cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
     bool agree;
     int64_t dims[4] = {0, 0, 0, 1};
-    cvf_status status = check_tp(ctx, &args->tp, &agree);
-    if (status == CVF_STATUS_SUCCESS)
-        status = validate_backward(ctx, args, dims);
+    cvf_status status = check_backward(ctx, args, dims, &agree);
     /* everything that can fail before the first store, on every rank, comes before the agreement */
     mlp_layout layout;
     void *workspace = NULL;
@@ -548,12 +554,8 @@ cvf_status cvf_mlp_backward_workspace_size(cvf_context *ctx, const cvf_mlp_backw
     int64_t dims[4] = {0, 0, 0, 1};
     bool agree;
     cvf_status status = begin_size_query(ctx, bytes);
-    if (status == CVF_STATUS_SUCCESS && !args)
-        status = cvf_fail(ctx, CVF_STATUS_NULL_POINTER, "args: the cvf_mlp_backward_args pointer is NULL");
     if (status == CVF_STATUS_SUCCESS)
-        status = check_tp(ctx, &args->tp, &agree);
-    if (status == CVF_STATUS_SUCCESS)
-        status = validate_backward(ctx, args, dims);
+        status = check_backward(ctx, args, dims, &agree);
     if (status != CVF_STATUS_SUCCESS)
         return status;
     *bytes = 0; /* written only by a valid query */
