@@ -127,18 +127,32 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar)
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
 
+/* Waits for the phase of the given parity of a barrier of this CTA; CLUSTER: with acquire
+ * semantics at cluster scope (what another CTA wrote before its release arrive is visible after),
+ * else at CTA scope. */
+template <bool CLUSTER = false>
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity)
 {
     uint32_t done;
     do {
-        asm volatile("{\n"
-                     ".reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n"
-                     "}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
+        if (CLUSTER)
+            asm volatile("{\n"
+                         ".reg .pred p;\n"
+                         "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p;\n"
+                         "}\n"
+                         : "=r"(done)
+                         : "r"(bar), "r"(parity)
+                         : "memory");
+        else
+            asm volatile("{\n"
+                         ".reg .pred p;\n"
+                         "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         "selp.u32 %0, 1, 0, p;\n"
+                         "}\n"
+                         : "=r"(done)
+                         : "r"(bar), "r"(parity)
+                         : "memory");
     } while (!done);
 }
 
@@ -155,23 +169,6 @@ __device__ __forceinline__ uint32_t peer_addr(uint32_t local, uint32_t rank)
 __device__ __forceinline__ void mbar_arrive_cluster(uint32_t remote_bar)
 {
     asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(remote_bar) : "memory");
-}
-
-/* Waits for the phase of the given parity with acquire semantics at cluster scope (what another
- * CTA wrote before its release arrive is visible after). */
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity)
-{
-    uint32_t done;
-    do {
-        asm volatile("{\n"
-                     ".reg .pred p;\n"
-                     "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n"
-                     "}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-    } while (!done);
 }
 
 /* All threads of the cluster's CTAs meet (release / acquire at cluster scope). */
@@ -886,7 +883,7 @@ __device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &r
         mbar_arrive_cluster(peer_addr(bar, 1));
         return cu;
     }
-    mbar_wait_cluster(bar, (*mail_phase >> r.stage) & 1);
+    mbar_wait<true>(bar, (*mail_phase >> r.stage) & 1);
     *mail_phase ^= 1u << r.stage;
     int32_t cu;
     asm volatile("ld.shared.u32 %0, [%1];" : "=r"(cu) : "r"(mail) : "memory");
