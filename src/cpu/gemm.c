@@ -74,23 +74,27 @@ static cache_sizes read_caches(void)
     return caches;
 }
 
-/* Block sizes forced by CVF_CPU_BLOCKS (zeros when unset). */
+/* Block sizes forced by CVF_CPU_BLOCKS (zeros when unset; chunks 0 when not given). */
 typedef struct forced_blocks {
-    int64_t kc, mc, nc;
+    int64_t kc, mc, nc, chunks;
 } forced_blocks;
 
 /*
- * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc" (for tests: tiny blocks
- * drive every loop and edge of the driver on small shapes; for tuning). Zeros when unset.
+ * Block sizes forced by the environment variable CVF_CPU_BLOCKS="kc,mc,nc[,chunks]" (for tests: tiny
+ * blocks drive every loop and edge of the driver on small shapes; for tuning). With chunks, M is cut
+ * into MC blocks only (not into at least one block per thread) and each NC block's panels into that
+ * many column chunks: the tasks are then blocks x chunks, a 2-D split (tests: the chunk path on
+ * every shape; tuning: fewer, taller blocks on many threads). Zeros when unset.
  */
 static forced_blocks read_forced_blocks(void)
 {
-    forced_blocks forced = {0, 0, 0};
+    forced_blocks forced = {0, 0, 0, 0};
     const char *text = getenv("CVF_CPU_BLOCKS");
-    long long k = 0, m = 0, n = 0;
-    if (text && sscanf(text, "%lld,%lld,%lld", &k, &m, &n) == 3 && k > 0 && m > 0 && n > 0 && k <= 4096 && m <= 65536 &&
-        n <= 65536) {
-        forced.kc = k, forced.mc = m, forced.nc = n;
+    long long k = 0, m = 0, n = 0, chunks = 0;
+    int fields = text ? sscanf(text, "%lld,%lld,%lld,%lld", &k, &m, &n, &chunks) : 0;
+    if ((fields == 3 || (fields == 4 && chunks > 0 && chunks <= 64)) && k > 0 && m > 0 && n > 0 && k <= 4096 &&
+        m <= 65536 && n <= 65536) {
+        forced.kc = k, forced.mc = m, forced.nc = n, forced.chunks = fields == 4 ? chunks : 0;
     }
     return forced;
 }
@@ -282,8 +286,12 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     if (forced_mc <= 0)
         blocks = max64(blocks, min64(4 * threads,
                                      ceil_div(max64(plan->m, 1), max64(MIN_BLOCK_PANELS * plan->mr, MIN_BLOCK_ROWS))));
-    blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
-    plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
+    if (cfg->forced.chunks > 0) { /* a forced 2-D split: MC blocks x chunks */
+        plan->jr_chunks = cfg->forced.chunks;
+    } else {
+        blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
+        plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
+    }
     blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
     plan->ic_blocks = blocks; /* block_rows shares the MR panels out evenly */
     plan->mc = ceil_div(ceil_div(max64(plan->m, 1), plan->mr), blocks) * plan->mr; /* the largest block */
