@@ -322,9 +322,11 @@ static cut_choice cut_for_width(int64_t m, int64_t n, int64_t k_tiles, int64_t s
     const int64_t tiles = tiles_m * tiles_n, pairs = (tiles_m + 1) / 2 * tiles_n;
     *paired = tiles_m >= 2 && sms >= 2 && forced_cluster() == 2;
     cut_choice c;
-    if (forced_cut(*paired ? pairs : tiles, k_tiles, !*paired, &c)) {
+    if (forced_cut(tiles, k_tiles, true, &c)) {
         if (c.mode == CVF_SM90_STREAM_K)
-            *paired = false;
+            *paired = false; /* forced stream-K runs on single CTAs, even under CVF_CUDA_CLUSTER=2 */
+        else if (*paired)
+            forced_cut(pairs, k_tiles, false, &c);
     } else {
         c = *paired ? best_cut(pairs, k_tiles, sms / 2, beside, false) : best_cut(tiles, k_tiles, sms, beside, true);
     }
