@@ -425,6 +425,41 @@ static void test_interleave(const cvf_cpu_kernel *k, uint64_t seed)
     free(source), free(dst);
 }
 
+/* An m x n product a kernel wrote into the corner of a poisoned buffer: A (m x k, row stride lda)
+ * times B, whose element (p, j) is b[p * b_ps + j * b_js]. */
+typedef struct corner_product {
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t b_ps, b_js;
+    int64_t k, m, n;
+} corner_product;
+
+/* Checks the `size` floats of c, whose element c[1 + i * ldc + j] holds (i, j) of the product:
+ * the m x n corner within TOLERANCE of float64, everything else still poison. Returns the wrong
+ * elements; reports them while the count, from `reported` before, is under MAX_EXAMPLES. */
+static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_product *x, const float *c,
+                        int64_t size, int64_t ldc, int reported)
+{
+    int wrong = 0;
+    for (int64_t e = 0; e < size; e++) {
+        int64_t i = (e - 1) / ldc, j = (e - 1) % ldc;
+        bool corner = e >= 1 && i < x->m && j < x->n;
+        double want = 0, scale = 0;
+        for (int64_t p = 0; corner && p < x->k; p++) {
+            double term = (double)x->a[i * x->lda + p] * (double)x->b[p * x->b_ps + j * x->b_js];
+            want += term;
+            scale += fabs(term);
+        }
+        bool ok = corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
+        if (!ok && reported + wrong++ < MAX_EXAMPLES)
+            CHECK(false, "%s %s k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name, what,
+                  (long long)x->k, (long long)x->m, (long long)x->n, (long long)i, (long long)j,
+                  corner ? "corner" : "outside the corner", (double)c[e], want);
+    }
+    return wrong;
+}
+
 /* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64: every
  * m x n corner of MR x NR, k around the 8-wide steps (1, odd, exact, long), rows of A and B at odd
  * addresses and strides; C outside the corner must keep its poison. */
@@ -453,21 +488,8 @@ static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
                 for (int64_t e = 0; e < k->mr * ldc + 1; e++)
                     c[e] = float_of(SUPPORT_POISON_F32);
                 k->dot(ks[t], a + 1, lda, m, b + 1, ldb, n, c + 1, ldc);
-                for (int64_t e = 0; e < k->mr * ldc + 1; e++) {
-                    int64_t i = (e - 1) / ldc, j = (e - 1) % ldc;
-                    bool corner = e >= 1 && i < m && j < n;
-                    double want = 0, scale = 0;
-                    for (int64_t p = 0; corner && p < ks[t]; p++) {
-                        want += (double)a[1 + i * lda + p] * (double)b[1 + j * ldb + p];
-                        scale += fabs((double)a[1 + i * lda + p] * (double)b[1 + j * ldb + p]);
-                    }
-                    bool ok =
-                        corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
-                    if (!ok && failures++ < MAX_EXAMPLES)
-                        CHECK(false, "%s dot k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name,
-                              (long long)ks[t], (long long)m, (long long)n, (long long)i, (long long)j,
-                              corner ? "corner" : "outside the corner", (double)c[e], want);
-                }
+                const corner_product prod = {a + 1, lda, b + 1, 1, ldb, ks[t], m, n};
+                failures += check_corner(k, "dot", &prod, c, k->mr * ldc + 1, ldc, failures);
             }
     CHECK(failures == 0, "%s dot: %d wrong elements", k->name, failures);
     free(a), free(b), free(c);
@@ -502,21 +524,8 @@ static void test_direct(const cvf_cpu_kernel *k, uint64_t seed)
                     c[e] = float_of(SUPPORT_POISON_F32);
                 cvf_cpu_fused_store out = {c + 1, ldc, CVF_F32, NULL, 0};
                 k->direct(ks[t], a + 1, lda, b + 1, ldb, &out, m, n);
-                for (int64_t e = 0; e < k->mr * ldc + 1; e++) {
-                    int64_t i = (e - 1) / ldc, j = (e - 1) % ldc;
-                    bool corner = e >= 1 && i < m && j < n;
-                    double want = 0, scale = 0;
-                    for (int64_t p = 0; corner && p < ks[t]; p++) {
-                        want += (double)a[1 + i * lda + p] * (double)b[1 + p * ldb + j];
-                        scale += fabs((double)a[1 + i * lda + p] * (double)b[1 + p * ldb + j]);
-                    }
-                    bool ok =
-                        corner ? fabs((double)c[e] - want) <= TOLERANCE * scale : bits_of(c[e]) == SUPPORT_POISON_F32;
-                    if (!ok && failures++ < MAX_EXAMPLES)
-                        CHECK(false, "%s direct k=%lld m=%lld n=%lld: c[%lld][%lld] (%s) = %.9g, want %.9g", k->name,
-                              (long long)ks[t], (long long)m, (long long)n, (long long)i, (long long)j,
-                              corner ? "corner" : "outside the corner", (double)c[e], want);
-                }
+                const corner_product prod = {a + 1, lda, b + 1, ldb, 1, ks[t], m, n};
+                failures += check_corner(k, "direct", &prod, c, k->mr * ldc + 1, ldc, failures);
             }
     CHECK(failures == 0, "%s direct: %d wrong elements", k->name, failures);
     free(a), free(b), free(c);
