@@ -1,5 +1,5 @@
 /*
- * The four GEMMs of the bf16 MLP backward timed one by one (PERF.md, issue 15, steps 7-11), each
+ * The four GEMMs of the bf16 (or f32) MLP backward timed one by one (PERF.md, issue 15, steps 7-11), each
  * with its own layout and epilogue as cvf_mlp_backward runs them at the amx level (weights in PyTorch's
  * (out, in) layout: fc1_weight I x H, fc2_weight H x I):
  *   K1    grad_fc1_output = (grad_output @ fc2_weight) * gelu_tanh'(fc1_output), grad_fc1_bias sums
@@ -11,7 +11,7 @@
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c build/libcvfuse.a -lpthread -lm \
  *       -o build/mlp_steps
- *   CVF_CPU_ISA=amx build/mlp_steps [repeat] [step] [k1_epilogue]
+ *   CVF_CPU_ISA=amx build/mlp_steps [repeat] [step] [k1_epilogue] [bf16|f32]
  *
  * step: 0 (K1) .. 3 (K2-3), or -1 for all (default); k1_epilogue: full (default), plain (K1
  * without GELU' and sums: its epilogue's share), sums (column sums only).
@@ -39,17 +39,25 @@ static int compare(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* A rows x cols bf16 matrix of small values of both signs (no subnormals), row-major. */
+/* The dtype of the run's tensors (bf16 unless the fifth argument says f32). */
+static cvf_dtype run_dtype = CVF_BF16;
+
+/* A rows x cols matrix of run_dtype with small values of both signs (no subnormals), row-major. */
 static cvf_matrix bf16_matrix(int64_t rows, int64_t cols)
 {
-    uint16_t *data = malloc(sizeof(uint16_t) * (size_t)(rows * cols));
+    void *data = malloc(cvf_dtype_size(run_dtype) * (size_t)(rows * cols));
     if (!data) {
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
-    for (int64_t i = 0; i < rows * cols; i++)
-        data[i] = cvf_f32_to_bf16((float)(i % 97 - 48) / 64.0f);
-    return cvf_matrix_row_major(data, CVF_BF16, rows, cols);
+    for (int64_t i = 0; i < rows * cols; i++) {
+        const float v = (float)(i % 97 - 48) / 64.0f;
+        if (run_dtype == CVF_F32)
+            ((float *)data)[i] = v;
+        else
+            ((uint16_t *)data)[i] = cvf_f32_to_bf16(v);
+    }
+    return cvf_matrix_row_major(data, run_dtype, rows, cols);
 }
 
 int main(int argc, char **argv)
@@ -57,8 +65,10 @@ int main(int argc, char **argv)
     const int64_t S = 2048, H = 768, I = 3072;
     int repeat = argc > 1 ? atoi(argv[1]) : 7, only = argc > 2 ? atoi(argv[2]) : -1;
     const char *k1_epilogue = argc > 3 ? argv[3] : "full";
+    if (argc > 4 && strcmp(argv[4], "f32") == 0)
+        run_dtype = CVF_F32;
     if (repeat < 1 || repeat > 100) {
-        fprintf(stderr, "usage: %s [repeat 1..100] [step 0..3 | -1] [full|plain|sums]\n", argv[0]);
+        fprintf(stderr, "usage: %s [repeat 1..100] [step 0..3 | -1] [full|plain|sums] [bf16|f32]\n", argv[0]);
         return 2;
     }
     cvf_context_options options = {0};
