@@ -241,7 +241,7 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
         const double t = waves(tiles * parts, slots) * ((double)k_tiles / (double)parts + EPILOGUE_SLICES) +
                          PIECE_SLICES * (double)(parts - 1);
         if (t < 0.98 * best.time)
-            best = (cut_choice){CVF_SM90_SPLIT_K, tiles * parts, (int)parts, t};
+            best = cut_choice{CVF_SM90_SPLIT_K, tiles * parts, (int)parts, t};
     }
     const int64_t iters = tiles * k_tiles;
     const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
@@ -252,7 +252,7 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
         const double t = STREAM_K_OVERHEAD *
                          (run + EPILOGUE_SLICES * (double)tiles / (double)slots + PIECE_SLICES * (pieces - 1.0));
         if (t < 0.98 * best.time && t < 0.95 * whole)
-            best = (cut_choice){CVF_SM90_STREAM_K, slots, 1, t};
+            best = cut_choice{CVF_SM90_STREAM_K, slots, 1, t};
     }
     return best;
 }
@@ -273,9 +273,9 @@ static bool forced_cut(int64_t tiles, int64_t k_tiles, bool stream_k, cut_choice
     const int64_t iters = tiles * k_tiles;
     const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
     if (parts && tiles <= CVF_CUDA_MAX_UNITS / 2 && v <= k_tiles && tiles * v <= INT32_MAX / 4)
-        *c = (cut_choice){CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
+        *c = cut_choice{CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
     else if (!parts && stream_k && iters * v < (INT64_C(1) << 32))
-        *c = (cut_choice){CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
+        *c = cut_choice{CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
     return true;
 }
 
