@@ -4,13 +4,14 @@
  *
  * One CTA per SM (persistent), 384 threads in three warpgroups:
  *   warpgroup 0, the producer: one thread issues the TMA copies (cp.async.bulk.tensor) of each
- *     A (128 x 64) and B (64 x 256) K-slice into a STAGES-deep shared-memory ring; each stage
+ *     A (128 x 64) and B (64 x N) K-slice into a STAGES-deep shared-memory ring; each stage
  *     has a "full" mbarrier (the copy engine completes its transaction bytes on it) and an
  *     "empty" mbarrier (both consumers arrive when their wgmmas have read it). It keeps 40
  *     registers (setmaxnreg.dec).
- *   warpgroups 1 and 2, the consumers: each owns 64 rows of the 128 x 256 output tile, issues
- *     wgmma.m64n256k16 from the stage (B shared, A its half), 128 fp32 accumulators per thread
- *     (setmaxnreg.inc to 232). After the last K-slice the epilogue runs on those registers:
+ *   warpgroups 1 and 2, the consumers: each owns 64 rows of the 128 x N output tile, issues
+ *     wgmma.m64nNk16 from the stage (B shared, A its half), N / 2 fp32 accumulators per thread
+ *     (setmaxnreg.inc to 232). The tile width N is 256, 192 or 128, chosen per product by the
+ *     wave model of cvf_cuda_sm90_schedule (one kernel instantiation per width). After the last K-slice the epilogue runs on those registers:
  *     bias, aux_out, activation (aux_in for GELU'), bias-gradient partial sums, rounding to the
  *     output dtype, and the stores, 32 columns at a time through a per-warpgroup shared buffer
  *     so that global stores are 16-byte and coalesced. The producer meanwhile fills the ring
