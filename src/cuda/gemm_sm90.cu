@@ -11,7 +11,8 @@
  *   warpgroups 1 and 2, the consumers: each owns 64 rows of the 128 x N output tile, issues
  *     wgmma.m64nNk16 from the stage (B shared, A its half), N / 2 fp32 accumulators per thread
  *     (setmaxnreg.inc to 232). The tile width N is 256, 192 or 128, chosen per product by the
- *     wave model of cvf_cuda_sm90_schedule (one kernel instantiation per width). After the last K-slice the epilogue runs on those registers:
+ *     wave model of cvf_cuda_sm90_schedule (one kernel instantiation per width). After the last
+ *     K-slice the epilogue runs on those registers:
  *     bias, aux_out, activation (aux_in for GELU'), bias-gradient partial sums, rounding to the
  *     output dtype, and the stores, 32 columns at a time through a per-warpgroup shared buffer
  *     so that global stores are 16-byte and coalesced. The producer meanwhile fills the ring

@@ -11,7 +11,8 @@
 namespace sm90 {
 
 
-/* Tiles of BM x N, N one of TILE_NS (chosen per product, cvf_cuda_sm90_schedule), K-slices of BK. */
+/* Tiles of BM x N, N = 256, 192 or 128 (chosen per product by cvf_cuda_sm90_schedule; BN_MAX the
+ * widest), K-slices of BK. */
 constexpr int BM = 128, BN_MAX = 256, BK = 64;
 constexpr int GROUP_M = 16;
 constexpr int THREADS = 384;
