@@ -1661,8 +1661,111 @@ static void test_large_all(void)
     test_large(CVF_F16, CVF_ACTIVATION_RELU, SUPPORT_A_TRANSPOSED);
 }
 
+/* ---- the Hopper kernel's schedule (a pure host function: runs without a GPU) ------------- */
+
+/* Checks what holds for every schedule of an m x n x k product on sm_count SMs: a known width, the
+ * tile count of that width, and per mode its units, splits and exchange workspace (a slot of the
+ * widest tile, 128 x 256 floats, per piece that can be stored); beside other lanes, whole tiles. */
+static void check_schedule_shape(const char *label, const cvf_sm90_schedule *s, int32_t sm_count, int64_t m,
+                                 int64_t n, int64_t k, bool beside)
+{
+    const size_t slot = sizeof(float) * 128 * 256;
+    const int64_t tiles_m = (m + 127) / 128;
+    CHECK(s->tile_n == 256 || s->tile_n == 192 || s->tile_n == 128, "%s: tile width %d", label, s->tile_n);
+    if (s->tile_n <= 0)
+        return;
+    const int64_t tiles_n = (n + s->tile_n - 1) / s->tile_n, pairs = (tiles_m + 1) / 2 * tiles_n;
+    CHECK(s->tiles == tiles_m * tiles_n, "%s: %lld tiles, expected %lld", label, (long long)s->tiles,
+          (long long)(tiles_m * tiles_n));
+    CHECK(s->cluster == 1 || (s->cluster == 2 && tiles_m >= 2 && s->mode != CVF_SM90_STREAM_K),
+          "%s: cluster %d (%lld row tiles, mode %d)", label, s->cluster, (long long)tiles_m, (int)s->mode);
+    const int64_t per_cluster = s->cluster == 2 ? pairs : s->tiles; /* the units' tiles */
+    const int64_t slots = sm_count / s->cluster;
+    switch (s->mode) {
+    case CVF_SM90_WHOLE_TILES:
+        CHECK(s->units == per_cluster && s->splits == 1 && s->split_bytes == 0,
+              "%s: whole tiles: %lld units, %d splits, %zu bytes", label, (long long)s->units, s->splits,
+              s->split_bytes);
+        break;
+    case CVF_SM90_SPLIT_K:
+        CHECK(!beside && s->splits >= 2 && s->units == per_cluster * s->splits && per_cluster <= slots &&
+                  s->split_bytes >= slot * (size_t)(s->units * s->cluster),
+              "%s: split-K: %lld units in %d parts (%lld tiles, %lld slots), %zu bytes", label, (long long)s->units,
+              s->splits, (long long)per_cluster, (long long)slots, s->split_bytes);
+        break;
+    case CVF_SM90_STREAM_K:
+        CHECK(!beside && s->cluster == 1 && s->units >= 2 && s->units <= sm_count && (k + 63) / 64 <= 96 &&
+                  s->split_bytes == slot * 2 * (size_t)s->units,
+              "%s: stream-K: %lld units, K %lld, %zu bytes", label, (long long)s->units, (long long)k,
+              s->split_bytes);
+        break;
+    }
+}
+
+/* Section: the schedule's rules on many shapes (as above, beside and alone), the choices measured
+ * on the H200 (docs/PERF.md issue 12 part 2), so that a change of the model that undoes one fails
+ * here, and the variables that force it (tests and experiments). */
+static void test_schedule(void)
+{
+    const int32_t h200 = 132;
+    static const int64_t shapes[][3] = {
+        {1, 1, 1},          {7, 13, 5},          {136, 8, 4000},      {296, 520, 640},     {1000, 1000, 1000},
+        {768, 3072, 12608}, {3072, 768, 12608},  {12608, 768, 3072},  {12608, 3072, 768},  {8192, 8192, 8192},
+        {4096, 4096, 4096}, {1024, 4096, 16448}, {16448, 1024, 4096}, {1280, 5120, 16448}, {16448, 1280, 5120},
+        {8192, 8192, 256},  {16384, 8192, 64},   {2100, 300, 200},    {64, 64, 64},        {100000, 40, 8},
+    };
+    char label[160];
+    for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
+        for (int beside = 0; beside < 2; beside++)
+            for (int32_t sms = 1; sms <= 264; sms += sms < 132 ? 131 : 132) {
+                const int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+                snprintf(label, sizeof label, "schedule %lldx%lldx%lld on %d SMs%s", (long long)m, (long long)n,
+                         (long long)k, sms, beside ? ", beside" : "");
+                const cvf_sm90_schedule s = cvf_cuda_sm90_schedule(sms, m, n, k, beside != 0);
+                check_schedule_shape(label, &s, sms, m, n, k, beside != 0);
+            }
+    /* measured choices (H200): 192 wide in three whole waves beat stream-K at 256 (0.0877 vs 0.103
+     * ms); 128 wide was slower at 1024 x 4096 x 16448 (0.233 vs 0.179) and at 8192^3 */
+    const cvf_sm90_schedule k23 = cvf_cuda_sm90_schedule(h200, 12608, 768, 3072, false);
+    CHECK(k23.tile_n == 192 && k23.mode == CVF_SM90_WHOLE_TILES, "12608x768x3072: width %d, mode %d", k23.tile_n,
+          (int)k23.mode);
+    const cvf_sm90_schedule big = cvf_cuda_sm90_schedule(h200, 8192, 8192, 8192, false);
+    CHECK(big.tile_n == 256 && big.mode == CVF_SM90_WHOLE_TILES, "8192^3: width %d, mode %d", big.tile_n,
+          (int)big.mode);
+    const cvf_sm90_schedule vitl = cvf_cuda_sm90_schedule(h200, 1024, 4096, 16448, false);
+    CHECK(vitl.tile_n == 256, "1024x4096x16448: width %d", vitl.tile_n);
+    /* forcing: the width; pairs; stream-K stays on single CTAs even with pairs asked for */
+    setenv("CVF_CUDA_TILE_N", "192", 1);
+    const cvf_sm90_schedule w192 = cvf_cuda_sm90_schedule(h200, 8192, 8192, 8192, false);
+    CHECK(w192.tile_n == 192 && w192.tiles == 64 * 43, "CVF_CUDA_TILE_N=192: width %d, %lld tiles", w192.tile_n,
+          (long long)w192.tiles);
+    unsetenv("CVF_CUDA_TILE_N");
+    setenv("CVF_CUDA_CLUSTER", "2", 1);
+    const cvf_sm90_schedule pairs = cvf_cuda_sm90_schedule(h200, 296, 520, 640, true);
+    CHECK(pairs.cluster == 2 && pairs.mode == CVF_SM90_WHOLE_TILES && pairs.tile_n > 0 &&
+              pairs.units == 2 * ((520 + pairs.tile_n - 1) / pairs.tile_n), /* 2 pair rows of 3 row tiles */
+          "CVF_CUDA_CLUSTER=2: cluster %d, mode %d, %lld units", pairs.cluster, (int)pairs.mode,
+          (long long)pairs.units);
+    const cvf_sm90_schedule one_row = cvf_cuda_sm90_schedule(h200, 100, 520, 640, true);
+    CHECK(one_row.cluster == 1, "CVF_CUDA_CLUSTER=2 with one row tile: cluster %d", one_row.cluster);
+    setenv("CVF_CUDA_SPLITK", "7", 1);
+    const cvf_sm90_schedule sk = cvf_cuda_sm90_schedule(h200, 296, 520, 640, false);
+    CHECK(sk.mode == CVF_SM90_STREAM_K && sk.cluster == 1 && sk.units == 7,
+          "CVF_CUDA_SPLITK=7 with CVF_CUDA_CLUSTER=2: mode %d, cluster %d, %lld units", (int)sk.mode, sk.cluster,
+          (long long)sk.units);
+    setenv("CVF_CUDA_SPLITK", "k3", 1);
+    const cvf_sm90_schedule pk = cvf_cuda_sm90_schedule(h200, 296, 520, 640, false);
+    check_schedule_shape("CVF_CUDA_SPLITK=k3 CVF_CUDA_CLUSTER=2", &pk, h200, 296, 520, 640, false);
+    CHECK(pk.mode == CVF_SM90_SPLIT_K && pk.cluster == 2 && pk.splits == 3 && pk.units == 2 * 3 * 3,
+          "CVF_CUDA_SPLITK=k3 with CVF_CUDA_CLUSTER=2: mode %d, cluster %d, %d parts, %lld units", (int)pk.mode,
+          pk.cluster, pk.splits, (long long)pk.units);
+    unsetenv("CVF_CUDA_SPLITK");
+    unsetenv("CVF_CUDA_CLUSTER");
+}
+
 /* test_cuda --host-check: the MLP section with the CPU backend standing in for the GPU (no CUDA
- * call is made): checks the error bounds and the self-checks on a machine without a GPU. */
+ * call is made): checks the error bounds and the self-checks on a machine without a GPU; and the
+ * Hopper kernel's schedule, a host function. */
 static int host_check_main(void)
 {
     cvf_context_options ref = {CVF_DEVICE_REFERENCE, 1, 0, NULL}, cpu = {CVF_DEVICE_CPU, 0, 0, NULL};
@@ -1673,6 +1776,7 @@ static int host_check_main(void)
     printf("test_cuda --host-check: the MLP checks with the CPU backend (and the CUDA composition on it) as the "
            "device\n");
     section("mlp (host)", test_mlp);
+    section("schedule", test_schedule);
     const char *where = "";
     double worst = support_worst_error_ratio(&where);
     printf("worst error / tolerance: %.3f (%s)\n", worst, where);
@@ -1883,6 +1987,7 @@ int main(int argc, char **argv)
         section("cross product", test_cross_product);
         section("column sum", test_column_sum);
     }
+    section("schedule", test_schedule);
     section("cut tiles", test_cut_tiles);
     section("mlp", test_mlp);
     section("mlp plan", test_mlp_plan);

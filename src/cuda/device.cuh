@@ -236,28 +236,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
                                 const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial);
 #define CVF_CUDA_SM90_SLAB 16
 
-/* Host: how the Hopper kernel runs an m x n x k product on ctx's GPU: the tile width (256, 192 or
- * 128 columns: the one whose waves the model finds fastest, a narrower one only when 3% faster;
- * CVF_CUDA_TILE_N forces one), and mode and units: whole
- * tiles (a unit each); split-K: `splits` equal K parts of every tile, the tiles' first parts
- * first (when all tiles fit in one wave); stream-K: sm_count equal runs of the tiles' K-slices
- * (K up to 96 slices); chosen by a model of their time when they fill the SMs clearly better
- * than whole tiles, and only when no other lane's kernels run beside it (beside: whole tiles, whose
- * last wave leaves SMs to them; H200 ViT-B backward 0.556 ms with cut tiles, 0.474 with every tile
- * whole under CVF_CUDA_SPLITK=1, docs/PERF.md issue 12 step 4). CVF_CUDA_SPLITK=1 | kN | N forces whole tiles, N K parts, N stream-K units
- * (tests). The units are dealt to single CTAs or, under CVF_CUDA_CLUSTER=2, to 2-CTA clusters that
- * load each B slice once for two row tiles (whole tiles or split-K; stream-K runs on single CTAs). splits: the most pieces a tile is cut into (1: whole tiles); split_bytes:
- * the workspace of the exchange of pieces. */
-typedef enum { CVF_SM90_WHOLE_TILES, CVF_SM90_STREAM_K, CVF_SM90_SPLIT_K } cvf_sm90_mode;
-typedef struct cvf_sm90_schedule {
-    cvf_sm90_mode mode;
-    int64_t tiles, units; /* units: of the cluster (pairs of tiles when cluster is 2) */
-    int splits;
-    int cluster;          /* 1, or 2: CTA pairs sharing B by TMA multicast (whole tiles or split-K) */
-    int tile_n;           /* the tile's width: 256, 192 or 128 (CVF_CUDA_TILE_N forces one) */
-    size_t split_bytes;
-} cvf_sm90_schedule;
-cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside);
+/* (cvf_cuda_sm90_schedule, the Hopper kernel's schedule, is declared in cuda.h: a pure host function,
+ * tested without a GPU.) */
 
 /* Host: the cuBLASLt engine (lt.cu). A plan for one GEMM key: made once, reused. */
 typedef struct cvf_lt_plan cvf_lt_plan;

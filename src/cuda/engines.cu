@@ -200,7 +200,8 @@ size_t split_bytes(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix
 {
     if (!cvf_cuda_state_of(ctx)->fast)
         return 0;
-    return cvf_round_up_256(cvf_cuda_sm90_schedule(ctx, c->rows, c->cols, a->cols, false).split_bytes);
+    return cvf_round_up_256(
+        cvf_cuda_sm90_schedule(cvf_cuda_state_of(ctx)->sm_count, c->rows, c->cols, a->cols, false).split_bytes);
 }
 
 /* The cuBLASLt plan of the entry (made once; the plain product for the unfused engine). */
@@ -502,7 +503,7 @@ void cvf_cuda_gemm_describe(const cvf_context *ctx, bool beside, const cvf_matri
     info->splits = 1;
     switch (engine) {
     case CVF_CUDA_ENGINE_SM90: {
-        const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(ctx, m, n, a->cols, beside);
+        const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(cvf_cuda_state_of(ctx)->sm_count, m, n, a->cols, beside);
         info->engine = sched.cluster == 2 ? "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, "
                                             "epilogue fused; 2-CTA clusters sharing B by TMA multicast"
                                           : "sm90: TMA + wgmma, warp-specialised, persistent with dynamic tiles, "

@@ -336,11 +336,11 @@ static cut_choice cut_for_width(int64_t m, int64_t n, int64_t k_tiles, int64_t s
     return c;
 }
 
-cvf_sm90_schedule cvf_cuda_sm90_schedule(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, bool beside)
+cvf_sm90_schedule cvf_cuda_sm90_schedule(int32_t sm_count, int64_t m, int64_t n, int64_t k, bool beside)
 {
     cvf_sm90_schedule s;
     const int64_t k_tiles = (k + BK - 1) / BK;
-    const int64_t sms = cvf_cuda_state_of(ctx)->sm_count > 0 ? cvf_cuda_state_of(ctx)->sm_count : 1;
+    const int64_t sms = sm_count > 0 ? sm_count : 1;
     s.tile_n = BN_MAX;
     s.tiles = ((m + BM - 1) / BM) * ((n + BN_MAX - 1) / BN_MAX);
     s.mode = CVF_SM90_WHOLE_TILES;
@@ -414,7 +414,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     int64_t m = c->rows, n = c->cols, k = a->cols;
     int la = operand_layout(a, true), lb = operand_layout(b, false);
     int dt = a->dtype == CVF_BF16 ? 1 : 0;
-    const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(ctx, m, n, k, launch.beside != 0);
+    const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(st->sm_count, m, n, k, launch.beside != 0);
     CUtensorMap maps[4]; /* A, B, C, aux_out */
     memset(maps, 0, sizeof maps);
     bool ok = la == 0 ? encode_cached(ctx, &maps[0], dt, a->data, k, m, a->row_stride, BK, BM)
