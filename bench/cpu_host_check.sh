@@ -8,7 +8,7 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="tests suite scaling torch"  groups to leave out
+#   SKIP="tests suite scaling torch split2d"  groups to leave out
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -123,6 +123,21 @@ if ! skip scaling; then
         bench "scaling_gemm_t$t" scaling "$t" --op gemm --dtype f32 --m $MM --n $MM --k $MM $rep
         bench "scaling_mmrelu_t$t" scaling "$t" --op matmul-relu --dtype f16 --m $MM --n $MM --k $MM $rep
         bench "scaling_mlpbw_t$t" scaling "$t" --op mlp-backward --dtype f32 --S $S --H $H --I $I $rep
+    done
+fi
+
+# ---- issue 15: the 16-thread AMX MatMul+ReLU under forced blocks: today's M-only split (16 blocks of
+# 128 rows at 16 threads) against 2-D splits (CVF_CPU_BLOCKS's fourth field, column chunks), to test
+# whether too few AMX panels per B micro-panel cost the 16-thread runs their speed (PERF.md issue 15) ----
+if ! skip split2d; then
+    for blocks in default 2048,128,2048 2048,256,2048,2 2048,512,2048,4; do
+        name="split2d_${blocks//,/_}"
+        if [ "$blocks" = default ]; then
+            bench "$name" "split2d:$blocks" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 $SUITE_REP
+        else
+            CVF_CPU_BLOCKS=$blocks bench "$name" "split2d:$blocks" "$MANY" --op matmul-relu --dtype bf16 \
+                --m 2048 --n 2048 --k 2048 $SUITE_REP
+        fi
     done
 fi
 
