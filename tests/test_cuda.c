@@ -1680,6 +1680,8 @@ static void check_schedule_shape(const char *label, const cvf_sm90_schedule *s, 
     CHECK(s->cluster == 1 || (s->cluster == 2 && tiles_m >= 2 && s->mode != CVF_SM90_STREAM_K),
           "%s: cluster %d (%lld row tiles, mode %d)", label, s->cluster, (long long)tiles_m, (int)s->mode);
     const int64_t per_cluster = s->cluster == 2 ? pairs : s->tiles; /* the units' tiles */
+    CHECK(s->unit_tiles == per_cluster * s->cluster, "%s: %lld unit tiles, expected %lld", label,
+          (long long)s->unit_tiles, (long long)(per_cluster * s->cluster));
     const int64_t slots = sm_count / s->cluster;
     switch (s->mode) {
     case CVF_SM90_WHOLE_TILES:
@@ -1714,10 +1716,12 @@ static void test_schedule(void)
         {4096, 4096, 4096}, {1024, 4096, 16448}, {16448, 1024, 4096}, {1280, 5120, 16448}, {16448, 1280, 5120},
         {8192, 8192, 256},  {16384, 8192, 64},   {2100, 300, 200},    {64, 64, 64},        {100000, 40, 8},
     };
+    static const int32_t sm_counts[] = {1, 132, 264};
     char label[160];
     for (size_t i = 0; i < ARRAY_SIZE(shapes); i++)
         for (int beside = 0; beside < 2; beside++)
-            for (int32_t sms = 1; sms <= 264; sms += sms < 132 ? 131 : 132) {
+            for (size_t c = 0; c < ARRAY_SIZE(sm_counts); c++) {
+                const int32_t sms = sm_counts[c];
                 const int64_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
                 snprintf(label, sizeof label, "schedule %lldx%lldx%lld on %d SMs%s", (long long)m, (long long)n,
                          (long long)k, sms, beside ? ", beside" : "");

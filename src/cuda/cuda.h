@@ -197,6 +197,8 @@ typedef enum { CVF_SM90_WHOLE_TILES, CVF_SM90_STREAM_K, CVF_SM90_SPLIT_K } cvf_s
 typedef struct cvf_sm90_schedule {
     cvf_sm90_mode mode;
     int64_t tiles, units; /* units: of the cluster (pairs of tiles when cluster is 2) */
+    int64_t unit_tiles;   /* the tiles as the units number them: tiles, or with pairs 2 x the pairs
+                             (an odd row-tile count adds a tile past M to the last pair) */
     int splits;
     int cluster;          /* 1, or 2: CTA pairs sharing B by TMA multicast (whole tiles or split-K) */
     int tile_n;           /* the tile's width: 256, 192 or 128 (CVF_CUDA_TILE_N forces one) */

@@ -259,50 +259,52 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
     return best;
 }
 
-/* CVF_CUDA_SPLITK, when set, forces the cut (experiments and tests): "1" whole tiles, "kN" N K
- * parts, "N" N stream-K units (only where stream_k); a value it cannot take leaves whole tiles. */
-static bool forced_cut(int64_t tiles, int64_t k_tiles, bool stream_k, cut_choice *c)
+/* What the environment forces on a schedule (experiments and tests), read once per schedule:
+ * CVF_CUDA_SPLITK (the cut, NULL when unset), CVF_CUDA_TILE_N ("256", "192" or "128": the width, 0
+ * when unset or another value) and CVF_CUDA_CLUSTER ("2": pairs). */
+struct schedule_forcing {
+    const char *split;
+    int width;
+    bool pairs;
+};
+
+static schedule_forcing read_forcing(void)
 {
-    const char *force = getenv("CVF_CUDA_SPLITK");
-    if (!force || !*force)
-        return false;
-    *c = whole_tiles(tiles, k_tiles, 1);
+    schedule_forcing f;
+    f.split = getenv("CVF_CUDA_SPLITK");
+    if (f.split && !*f.split)
+        f.split = NULL;
+    const char *width = getenv("CVF_CUDA_TILE_N");
+    const int w = width ? atoi(width) : 0;
+    f.width = w == 256 || w == 192 || w == 128 ? w : 0;
+    const char *cluster = getenv("CVF_CUDA_CLUSTER");
+    f.pairs = cluster && strcmp(cluster, "2") == 0;
+    return f;
+}
+
+/* The cut CVF_CUDA_SPLITK (force, not NULL) asks for: "1" whole tiles, "kN" N K parts, "N" N
+ * stream-K units (only where stream_k); a value it cannot take leaves whole tiles. */
+static cut_choice forced_cut(const char *force, int64_t tiles, int64_t k_tiles, bool stream_k)
+{
+    cut_choice c;
+    c = whole_tiles(tiles, k_tiles, 1);
     const bool parts = force[0] == 'k';
     char *end = NULL;
     long long v = strtoll(force + (parts ? 1 : 0), &end, 10);
     if (!end || *end != '\0' || v <= 1)
-        return true;
+        return c;
     const int64_t iters = tiles * k_tiles;
     const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
     if (parts && tiles <= CVF_CUDA_MAX_UNITS / 2 && v <= k_tiles && tiles * v <= INT32_MAX / 4)
-        *c = cut_choice{CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
+        c = cut_choice{CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
     else if (!parts && stream_k && iters * v < (INT64_C(1) << 32))
-        *c = cut_choice{CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
-    return true;
-}
-
-/* CVF_CUDA_TILE_N: "256", "192" or "128" forces the tile width; 0 when unset (the model chooses). */
-static int forced_width(void)
-{
-    const char *force = getenv("CVF_CUDA_TILE_N");
-    const int w = force ? atoi(force) : 0;
-    return w == 256 || w == 192 || w == 128 ? w : 0;
+        c = cut_choice{CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
+    return c;
 }
 
 /* A narrower tile must be modelled this much faster than a wider one to be chosen: it moves more
  * operand bytes per FLOP. */
 #define NARROW_MARGIN 0.97
-
-/* CVF_CUDA_CLUSTER: "1" or "2" forces single CTAs or pairs; 0 when unset (single CTAs). */
-static int forced_cluster(void)
-{
-    const char *force = getenv("CVF_CUDA_CLUSTER");
-    if (force && strcmp(force, "1") == 0)
-        return 1;
-    if (force && strcmp(force, "2") == 0)
-        return 2;
-    return 0;
-}
 
 /* The time of a K-slice of a tile w wide, in slices of the widest: w / 256, and for 128 a quarter
  * more (H200, 8192^3: 2.10 ms in 128-wide tiles, 1.68 in 256, 1.70 in 192; docs/PERF.md issue 12
@@ -317,18 +319,19 @@ static double slice_cost(int w)
  * only on request for now: at the 128 x 256 tile they move a third less from L2 per tile but
  * measured no faster (H200, docs/PERF.md issue 12 part 2: 0.98-1.04x of single CTAs across the
  * targets' shapes), so the products are not L2-bound there. */
-static cut_choice cut_for_width(int64_t m, int64_t n, int64_t k_tiles, int64_t sms, bool beside, int w,
-                                bool *paired)
+static cut_choice cut_for_width(const schedule_forcing &f, int64_t m, int64_t n, int64_t k_tiles, int64_t sms,
+                                bool beside, int w, bool *paired)
 {
     const int64_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + w - 1) / w;
     const int64_t tiles = tiles_m * tiles_n, pairs = (tiles_m + 1) / 2 * tiles_n;
-    *paired = tiles_m >= 2 && sms >= 2 && forced_cluster() == 2;
+    *paired = tiles_m >= 2 && sms >= 2 && f.pairs;
     cut_choice c;
-    if (forced_cut(tiles, k_tiles, true, &c)) {
+    if (f.split) {
+        c = forced_cut(f.split, tiles, k_tiles, true);
         if (c.mode == CVF_SM90_STREAM_K)
             *paired = false; /* forced stream-K runs on single CTAs, even under CVF_CUDA_CLUSTER=2 */
         else if (*paired)
-            forced_cut(pairs, k_tiles, false, &c);
+            c = forced_cut(f.split, pairs, k_tiles, false);
     } else {
         c = *paired ? best_cut(pairs, k_tiles, sms / 2, beside, false) : best_cut(tiles, k_tiles, sms, beside, true);
     }
@@ -343,6 +346,7 @@ cvf_sm90_schedule cvf_cuda_sm90_schedule(int32_t sm_count, int64_t m, int64_t n,
     const int64_t sms = sm_count > 0 ? sm_count : 1;
     s.tile_n = BN_MAX;
     s.tiles = ((m + BM - 1) / BM) * ((n + BN_MAX - 1) / BN_MAX);
+    s.unit_tiles = s.tiles;
     s.mode = CVF_SM90_WHOLE_TILES;
     s.units = s.tiles;
     s.splits = 1;
@@ -353,32 +357,30 @@ cvf_sm90_schedule cvf_cuda_sm90_schedule(int32_t sm_count, int64_t m, int64_t n,
     /* The width: forced, or the fastest by the model, from the widest down, a narrower one only
      * when clearly faster (NARROW_MARGIN). Forced cuts (CVF_CUDA_SPLITK) keep the widest. */
     static const int widths[] = {256, 192, 128};
-    const int want_w = forced_width();
-    const char *forced_split = getenv("CVF_CUDA_SPLITK");
+    const schedule_forcing f = read_forcing();
+    s.tile_n = f.width ? f.width : BN_MAX;
     bool paired = false;
-    cut_choice best = cut_for_width(m, n, k_tiles, sms, beside, want_w ? want_w : BN_MAX, &paired);
-    if (!want_w && !(forced_split && *forced_split))
+    cut_choice best = cut_for_width(f, m, n, k_tiles, sms, beside, s.tile_n, &paired);
+    if (!f.width && !f.split)
         for (int i = 1; i < 3; i++) {
             bool p2;
-            const cut_choice c = cut_for_width(m, n, k_tiles, sms, beside, widths[i], &p2);
+            const cut_choice c = cut_for_width(f, m, n, k_tiles, sms, beside, widths[i], &p2);
             if (c.time < NARROW_MARGIN * best.time) {
                 best = c;
                 paired = p2;
                 s.tile_n = widths[i];
             }
         }
-    if (want_w)
-        s.tile_n = want_w;
     const int64_t tiles_m = (m + BM - 1) / BM, tiles_n = (n + s.tile_n - 1) / s.tile_n;
     s.tiles = tiles_m * tiles_n;
+    s.unit_tiles = paired ? 2 * ((tiles_m + 1) / 2 * tiles_n) : s.tiles;
     s.mode = best.mode;
     s.units = best.units;
     s.splits = best.splits;
     s.cluster = paired ? 2 : 1;
     if (s.mode == CVF_SM90_SPLIT_K) {
         /* a slot per CTA unit: every tile (of the units' numbering) times the parts */
-        const int64_t tiles_v = paired ? 2 * ((tiles_m + 1) / 2 * tiles_n) : s.tiles;
-        s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * (size_t)tiles_v * (size_t)s.splits;
+        s.split_bytes = sizeof(float) * (size_t)TILE_FLOATS * (size_t)s.unit_tiles * (size_t)s.splits;
     } else if (s.mode == CVF_SM90_STREAM_K) {
         /* A tile of k_tiles slices meets at most ceil(k_tiles / shortest unit) + 1 units. */
         const int64_t shortest = s.tiles * k_tiles / s.units;
@@ -453,7 +455,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.mode = (int32_t)sched.mode;
     p.splits = sched.mode == CVF_SM90_SPLIT_K ? sched.splits : 1;
     p.cluster = sched.cluster;
-    p.tiles_v = sched.cluster == 2 ? 2 * ((p.tiles_m + 1) / 2) * p.tiles_n : p.tiles_m * p.tiles_n;
+    p.tiles_v = (int32_t)sched.unit_tiles;
     p.sync = st->sync + (size_t)launch.lane * CVF_CUDA_SYNC_INTS;
     p.split_partial = split_partial;
     const int slots = st->sm_count / p.cluster; /* CTAs or pairs */

@@ -41,9 +41,12 @@ struct tile_cfg {
                                       4 * STAGES + 8 + 4 * STAGES;
 };
 /* The most shared memory any width takes (the device must offer it). */
-constexpr int SMEM_BYTES_MAX = tile_cfg<128>::SMEM_BYTES > tile_cfg<256>::SMEM_BYTES ? tile_cfg<128>::SMEM_BYTES
-                               : tile_cfg<256>::SMEM_BYTES > tile_cfg<192>::SMEM_BYTES ? tile_cfg<256>::SMEM_BYTES
-                                                                                       : tile_cfg<192>::SMEM_BYTES;
+constexpr int max_int(int a, int b)
+{
+    return a > b ? a : b;
+}
+constexpr int SMEM_BYTES_MAX =
+    max_int(tile_cfg<128>::SMEM_BYTES, max_int(tile_cfg<192>::SMEM_BYTES, tile_cfg<256>::SMEM_BYTES));
 static_assert(SMEM_BYTES_MAX <= 227 * 1024, "shared memory");
 /* An exchange slot: the accumulators of a whole tile of the widest width (narrower ones use the
  * start of it); within it, consumer warpgroup wg's half at wg x 128 x R. */
@@ -82,7 +85,7 @@ struct sm90_params {
      * (whole tiles or split-K), and each CTA works on its tile of it (cta_unit). */
     int64_t iters;
     int32_t units;
-    int32_t mode;   /* a cvf_sm90_mode (device.cuh), as cvf_cuda_sm90_schedule chose it */
+    int32_t mode;   /* a cvf_sm90_mode (cuda.h), as cvf_cuda_sm90_schedule chose it */
     int32_t splits; /* CVF_SM90_SPLIT_K: the K parts of each tile */
     int32_t aux_packed;  /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned,
                             and the activation is GELU': the epilogue prefetches it as 16-bit pairs
@@ -93,7 +96,7 @@ struct sm90_params {
     int32_t cluster; /* 1; or 2: CTA pairs on tiles (2 i, j) and (2 i + 1, j), each loading half of
                         their shared B slice into both by TMA multicast (a third less L2 -> SM
                         traffic per tile); units then number pairs of tiles (see cta_unit) */
-    int32_t tiles_v; /* the tiles as the units number them: tiles_m x tiles_n, or with pairs
+    int32_t tiles_v; /* the schedule's unit_tiles: tiles_m x tiles_n, or with pairs
                         2 x ceil(tiles_m / 2) x tiles_n (an odd tiles_m leaves a tile row past m,
                         computed on zeros and not stored) */
     int32_t *sync;        /* [0] next unit, [1] CTAs done, then for the cut tile whose first piece is
