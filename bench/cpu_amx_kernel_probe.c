@@ -14,15 +14,8 @@
 #include <time.h>
 
 #include "cpu/isa.h"
+#include "bench_time.h"
 #include "cpu/kernels/kernels.h"
-
-/* Seconds of this thread's CPU time. */
-static double thread_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv)
 {
@@ -48,13 +41,13 @@ int main(int argc, char **argv)
      * microseconds, where the first touches of c and the timer's own cost skewed the rate */
     long calls = 10000000000L / (kc * k->mr * k->nr * a_panels * b_panels) + 1;
     k->begin();
-    double t = thread_seconds();
+    double t = bench_thread_seconds();
     for (long r = 0; r < calls; r++)
         for (long j = 0; j < b_panels; j++)
             for (long i = 0; i < a_panels; i++)
                 k->run(kc, a + (size_t)i * a_bytes, b + (size_t)j * b_bytes, c + (j * a_panels + i) * k->mr * k->nr,
                        k->nr, k->mr, k->nr, 0);
-    t = thread_seconds() - t;
+    t = bench_thread_seconds() - t;
     k->end();
     double flops = 2.0 * k->mr * k->nr * (double)kc * (double)(a_panels * b_panels) * (double)calls;
     printf("kc=%ld b_panels=%ld a_panels=%ld: %.1f GFLOP/s (thread CPU time)\n", kc, b_panels, a_panels,

@@ -13,22 +13,15 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "cpu/kernels/kernels.h"
-
-/* Seconds of this thread's CPU time. */
-static double thread_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 #define FMA(r) "vfmadd231ps %%zmm0, %%zmm1, %%zmm" #r "\n\t"
 
 /* Seconds for iters x 20 independent 512-bit FMAs on registers only. */
 __attribute__((target("avx512f"))) static double fma_loop(long iters)
 {
-    double t0 = thread_seconds();
+    double t0 = bench_thread_seconds();
     __asm__ volatile("vxorps %%zmm0, %%zmm0, %%zmm0\n\t"
                      "vxorps %%zmm1, %%zmm1, %%zmm1\n"
                      "1:\n\t" FMA(4) FMA(5) FMA(6) FMA(7) FMA(8) FMA(9) FMA(10) FMA(11) FMA(12) FMA(13) FMA(14)
@@ -40,7 +33,7 @@ __attribute__((target("avx512f"))) static double fma_loop(long iters)
                      : "cc", "xmm0", "xmm1", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12",
                        "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
                        "xmm23");
-    return thread_seconds() - t0;
+    return bench_thread_seconds() - t0;
 }
 
 int main(int argc, char **argv)
@@ -60,11 +53,11 @@ int main(int argc, char **argv)
     long iters = 10000000;
     double peak = (double)iters * 20 * 32 / fma_loop(iters) / 1e9, best = 1e30;
     for (int trial = 0; trial < 5; trial++) {
-        double t0 = thread_seconds();
+        double t0 = bench_thread_seconds();
         for (int r = 0; r < repeats; r++)
             for (int p = 0; p < panels; p++)
                 cvf_cpu_kernel_f32_avx512(kc, a + (size_t)p * mr * kc, b, c + (size_t)p * mr * nr, nr, mr, nr, 0);
-        double t = thread_seconds() - t0;
+        double t = bench_thread_seconds() - t0;
         best = t < best ? t : best;
     }
     double gflops = 2.0 * mr * nr * kc * panels * (double)repeats / best / 1e9;

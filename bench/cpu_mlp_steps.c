@@ -22,22 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "cvfuse.h"
-
-/* Seconds of this thread's CPU time. */
-static double thread_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* qsort order of doubles. */
-static int compare(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 /* The dtype of the run's tensors (bf16 unless the fifth argument says f32). */
 static cvf_dtype run_dtype = CVF_BF16;
@@ -109,14 +95,14 @@ int main(int argc, char **argv)
             continue;
         double t[101];
         for (int r = 0; r <= repeat; r++) {
-            double start = thread_seconds();
+            double start = bench_thread_seconds();
             if (cvf_matmul(ctx, steps[s].a, steps[s].b, steps[s].c, steps[s].ep) != CVF_STATUS_SUCCESS) {
                 fprintf(stderr, "%s: %s\n", steps[s].name, cvf_context_last_error(ctx));
                 return 1;
             }
-            t[r] = thread_seconds() - start;
+            t[r] = bench_thread_seconds() - start;
         }
-        qsort(t + 1, (size_t)repeat, sizeof(double), compare); /* t[0]: the untimed first call */
+        bench_sort(t + 1, repeat); /* t[0]: the untimed first call */
         double median = t[1 + repeat / 2];
         total += median;
         printf("%-24s %8.2f ms  min %8.2f  %6.0f GFLOP/s\n", steps[s].name, median * 1e3, t[1] * 1e3,

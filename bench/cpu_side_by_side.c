@@ -21,31 +21,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_time.h"
 #include "cvfuse.h"
 
 void openblas_set_num_threads(int threads);
-
-/* Seconds on clock id. */
-static double seconds(clockid_t id)
-{
-    struct timespec t;
-    clock_gettime(id, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* qsort order of doubles. */
-static int by_value(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-/* Median of n values (sorts them). */
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, by_value);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int main(int argc, char **argv)
 {
@@ -79,7 +58,7 @@ int main(int argc, char **argv)
         for (int side = 0; side < 2; side++) {
             if (flush) /* cold caches: the weights come from memory, as in an MLP's steady state */
                 memset(flush, call + side, flush_bytes);
-            double w = seconds(CLOCK_MONOTONIC), t = seconds(CLOCK_PROCESS_CPUTIME_ID);
+            double w = bench_seconds(CLOCK_MONOTONIC), t = bench_seconds(CLOCK_PROCESS_CPUTIME_ID);
             if (side == 0) {
                 if (cvf_matmul(ctx, &va, &vb, &vc, NULL) != CVF_STATUS_SUCCESS)
                     return 1;
@@ -88,13 +67,13 @@ int main(int argc, char **argv)
                             (int)n, (int)k, 1.0f, a, at ? (int)m : (int)k, b, bt ? (int)k : (int)n, 0.0f, c2, (int)n);
             }
             if (call >= 0) {
-                wall[side][call] = seconds(CLOCK_MONOTONIC) - w;
-                cpu[side][call] = seconds(CLOCK_PROCESS_CPUTIME_ID) - t;
+                wall[side][call] = bench_seconds(CLOCK_MONOTONIC) - w;
+                cpu[side][call] = bench_seconds(CLOCK_PROCESS_CPUTIME_ID) - t;
             }
         }
     }
-    double ours_w = median(wall[0], calls), base_w = median(wall[1], calls);
-    double ours_c = median(cpu[0], calls), base_c = median(cpu[1], calls);
+    double ours_w = bench_median(wall[0], calls), base_w = bench_median(wall[1], calls);
+    double ours_c = bench_median(cpu[0], calls), base_c = bench_median(cpu[1], calls);
     printf(
         "f32%s%s %lldx%lldx%lld threads=%d calls=%d: wall ours %.4f ms openblas %.4f ms ratio %.3f | cpu ours %.4f ms "
         "openblas %.4f ms ratio %.3f\n",
