@@ -28,6 +28,9 @@ typedef struct full_mlp {
     /* inputs (dtype) */
     cvf_matrix x, w1, w2, go, fc1, gelu_out; /* fc1 / gelu_out: the backward's saved inputs */
     cvf_vector b1, b2;
+    /* the same inputs in f64, for the reference */
+    cvf_matrix x64, w1_64, w2_64, go64, fc1_64, gelu_out64;
+    cvf_vector b1_64, b2_64;
     /* the reference's full answers (f64) */
     cvf_matrix y, y_fc1, y_gelu, gx, gw1, gw2;
     cvf_vector gb1, gb2;
@@ -50,10 +53,11 @@ static void free_vector(cvf_vector *v)
 
 static void full_free(full_mlp *f)
 {
-    cvf_matrix *ms[] = {&f->x,  &f->w1, &f->w2,  &f->go,  &f->fc1,   &f->gelu_out, &f->y,   &f->y_fc1,
-                        &f->y_gelu, &f->gx, &f->gw1, &f->gw2, &f->c_y, &f->c_fc1,    &f->c_gelu, &f->c_gx,
-                        &f->c_gw1, &f->c_gw2};
-    cvf_vector *vs[] = {&f->b1, &f->b2, &f->gb1, &f->gb2, &f->c_gb1, &f->c_gb2};
+    cvf_matrix *ms[] = {&f->x,     &f->w1,     &f->w2,    &f->go,    &f->fc1,    &f->gelu_out, &f->x64,
+                        &f->w1_64, &f->w2_64,  &f->go64,  &f->fc1_64, &f->gelu_out64, &f->y,   &f->y_fc1,
+                        &f->y_gelu, &f->gx,    &f->gw1,   &f->gw2,   &f->c_y,    &f->c_fc1,  &f->c_gelu,
+                        &f->c_gx,  &f->c_gw1,  &f->c_gw2};
+    cvf_vector *vs[] = {&f->b1, &f->b2, &f->b1_64, &f->b2_64, &f->gb1, &f->gb2, &f->c_gb1, &f->c_gb2};
     for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
         free_matrix(ms[i]);
     for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++)
@@ -81,12 +85,13 @@ static int full_create(full_mlp *f, int64_t S, int64_t H, int64_t I, cvf_dtype d
     cvft_vector_fill_uniform(&f->b1, &rng, -1, 1);
     cvft_vector_fill_uniform(&f->b2, &rng, -1, 1);
 
-    /* the reference, on f64 copies of the inputs */
-    cvf_matrix x, w1, w2, go, fc1, ge;
-    cvf_vector b1, b2;
-    int bad = cvft_matrix_to_f64(&f->x, &x) | cvft_matrix_to_f64(&f->w1, &w1) | cvft_matrix_to_f64(&f->w2, &w2) | cvft_matrix_to_f64(&f->go, &go) |
-              cvft_matrix_to_f64(&f->fc1, &fc1) | cvft_matrix_to_f64(&f->gelu_out, &ge) | cvft_vector_to_f64(&f->b1, &b1) |
-              cvft_vector_to_f64(&f->b2, &b2);
+    /* the reference, on f64 copies of the inputs (kept for the split references) */
+    int bad = cvft_matrix_to_f64(&f->x, &f->x64) | cvft_matrix_to_f64(&f->w1, &f->w1_64) |
+              cvft_matrix_to_f64(&f->w2, &f->w2_64) | cvft_matrix_to_f64(&f->go, &f->go64) |
+              cvft_matrix_to_f64(&f->fc1, &f->fc1_64) | cvft_matrix_to_f64(&f->gelu_out, &f->gelu_out64) |
+              cvft_vector_to_f64(&f->b1, &f->b1_64) | cvft_vector_to_f64(&f->b2, &f->b2_64);
+    const cvf_matrix x = f->x64, w1 = f->w1_64, w2 = f->w2_64, go = f->go64, fc1 = f->fc1_64, ge = f->gelu_out64;
+    const cvf_vector b1 = f->b1_64, b2 = f->b2_64;
     bad |= cvft_matrix_alloc(CVF_F64, S, H, &f->y) | cvft_matrix_alloc(CVF_F64, S, I, &f->y_fc1) |
            cvft_matrix_alloc(CVF_F64, S, I, &f->y_gelu) | cvft_matrix_alloc(CVF_F64, S, H, &f->gx) |
            cvft_matrix_alloc(CVF_F64, I, H, &f->gw1) | cvft_matrix_alloc(CVF_F64, H, I, &f->gw2) |
@@ -115,11 +120,6 @@ static int full_create(full_mlp *f, int64_t S, int64_t H, int64_t I, cvf_dtype d
         bad = bad || cvf_mlp_forward(cpu_ctx, &ca) != CVF_STATUS_SUCCESS ||
               cvf_mlp_backward(cpu_ctx, &cb) != CVF_STATUS_SUCCESS;
     }
-    cvf_matrix *tmp[] = {&x, &w1, &w2, &go, &fc1, &ge};
-    for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; i++)
-        free(tmp[i]->data);
-    free(b1.data);
-    free(b2.data);
     return bad ? -1 : 0;
 }
 
@@ -276,12 +276,10 @@ static void run_split(const full_mlp *f, int32_t P, cvf_context *ctx, const char
 static void run_split_reference(const full_mlp *f, int32_t P)
 {
     const int64_t S = f->S, H = f->H;
-    cvf_matrix x, w1, w2, go, fc1, ge, y_sum, gx_sum;
-    cvf_vector b1, b2;
-    if (cvft_matrix_to_f64(&f->x, &x) | cvft_matrix_to_f64(&f->w1, &w1) | cvft_matrix_to_f64(&f->w2, &w2) | cvft_matrix_to_f64(&f->go, &go) |
-        cvft_matrix_to_f64(&f->fc1, &fc1) | cvft_matrix_to_f64(&f->gelu_out, &ge) | cvft_vector_to_f64(&f->b1, &b1) |
-        cvft_vector_to_f64(&f->b2, &b2) | cvft_matrix_alloc(CVF_F64, S, H, &y_sum) |
-        cvft_matrix_alloc(CVF_F64, S, H, &gx_sum)) {
+    const cvf_matrix x = f->x64, w1 = f->w1_64, w2 = f->w2_64, go = f->go64, fc1 = f->fc1_64, ge = f->gelu_out64;
+    const cvf_vector b1 = f->b1_64, b2 = f->b2_64;
+    cvf_matrix y_sum, gx_sum;
+    if (cvft_matrix_alloc(CVF_F64, S, H, &y_sum) | cvft_matrix_alloc(CVF_F64, S, H, &gx_sum)) {
         CHECK(false, "out of memory");
         return;
     }
@@ -328,11 +326,8 @@ static void run_split_reference(const full_mlp *f, int32_t P)
     double ey = cvft_matrix_rel_error(&y_sum, &f->y), egx = cvft_matrix_rel_error(&gx_sum, &f->gx);
     CHECK(ey <= 1e-12, "reference P=%d: output summed over the ranks: relative error %.3g (fc2_bias once?)", (int)P, ey);
     CHECK(egx <= 1e-12, "reference P=%d: grad_hidden_state summed: relative error %.3g", (int)P, egx);
-    cvf_matrix *ms[] = {&x, &w1, &w2, &go, &fc1, &ge, &y_sum, &gx_sum};
-    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
-        free(ms[i]->data);
-    free(b1.data);
-    free(b2.data);
+    free(y_sum.data);
+    free(gx_sum.data);
 }
 
 /* Section: the split runs, every dtype, P = 1 to 4, even and uneven I, an empty slice. */
