@@ -987,8 +987,8 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * is done (a unit's first slice, waited on to read the unit id).
  */
 template <int DT, int A_MN, int B_MN, int R>
-__device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g, bool first_waited,
-                                         float (&acc)[R], int wg, int t, int *last)
+__device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g,
+                                         bool first_waited, float (&acc)[R], int wg, int t, int *last)
 {
     int prev = -1;
     for (int32_t kt = g.kt0; kt < g.kt1; kt++) {
@@ -1126,8 +1126,8 @@ __global__ void __launch_bounds__(THREADS, 1)
             producer<N, A_MN, B_MN>(p, rg, &map_a, &map_b);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        consumer<N, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1, threadIdx.x - 128 * warpgroup,
-                                 xchg);
+        consumer<N, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
+                                    threadIdx.x - 128 * warpgroup, xchg);
     }
     if (p.cluster == 2)
         cluster_sync(); /* no CTA leaves while its peer may still multicast into it or arrive on it */
