@@ -8,7 +8,7 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="tests suite scaling torch split2d"  groups to leave out
+#   SKIP="cores tests suite scaling torch split2d"  groups to leave out
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -76,6 +76,16 @@ if [ -n "${SMALL:-}" ]; then # a quick end-to-end run on a small machine
     SUITE_REP="--repeat 2 --warmup 1"; MM=256; S=256; H=128; I=512; S15=256
 else
     SUITE_REP="--repeat 10 --warmup 2"; MM=4096; S=8192; H=768; I=3072; S15=2048
+fi
+
+# ---- which logical CPUs share a core, and the FMA rate with all busy (bench/cpu_core_probe.c): what
+# bounds the scaling sweep's parallel efficiency ----
+if ! skip cores; then
+    gcc -O2 -std=c11 -D_GNU_SOURCE bench/cpu_core_probe.c -lpthread -o "$OUT/cpu_core_probe" 2> "$OUT/cores.log" &&
+        "$OUT/cpu_core_probe" 0.3 > "$OUT/cores.txt" 2>&1
+    rm -f "$OUT/cpu_core_probe"
+    grep -v "^  j=" "$OUT/cores.txt"
+    grep "^  j=" "$OUT/cores.txt" | tr -s ' ' | paste -sd' '
 fi
 
 # ---- tests: every CPU level, in parallel (they check correctness, not speed) ----

@@ -1,0 +1,124 @@
+/*
+ * Which logical CPUs share a core, and what every core gives when all run (issue 16's scaling):
+ * an FMA-bound loop (AVX2 + FMA, 12 independent chains) pinned to CPU 0 alone, then beside one
+ * copy pinned to each other CPU j in turn (CPU 0's rate falls to about half when j is its
+ * hyperthread sibling, which a virtual machine's lscpu may not show), then one copy on every CPU
+ * at once (the per-CPU rate with all busy: turbo and shared cores together). Prints GFLOP/s.
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE bench/cpu_core_probe.c -lpthread -o /tmp/cpu_core_probe
+ *   /tmp/cpu_core_probe [SECONDS_PER_RUN]
+ */
+#include <immintrin.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct {
+    int cpu;
+    double seconds;
+    double gflops;
+    pthread_barrier_t *start;
+} probe_arg;
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* 12 chains of 8-wide FMAs, 1000 iterations per clock check: 2 x 8 x 12 x 1000 FLOP a round. */
+__attribute__((target("avx2,fma"))) static double fma_rate(double seconds)
+{
+    __m256 acc[12];
+    for (int i = 0; i < 12; i++)
+        acc[i] = _mm256_set1_ps(0.001f * (float)i);
+    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+    long rounds = 0;
+    const double t0 = now();
+    double t = t0;
+    while (t - t0 < seconds) {
+        for (int it = 0; it < 1000; it++) {
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++) /* unrolled: the chains stay in registers */
+                acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+        }
+        rounds++;
+        t = now();
+    }
+    float sink = 0.0f;
+    for (int i = 0; i < 12; i++)
+        sink += _mm256_cvtss_f32(acc[i]);
+    if (sink == 12345.0f)
+        printf(" ");
+    return 2.0 * 8 * 12 * 1000 * (double)rounds / (t - t0) * 1e-9;
+}
+
+static void *probe_thread(void *p)
+{
+    probe_arg *arg = p;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(arg->cpu, &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) {
+        arg->gflops = -1.0;
+        return NULL;
+    }
+    pthread_barrier_wait(arg->start);
+    arg->gflops = fma_rate(arg->seconds);
+    return NULL;
+}
+
+/* Runs one pinned copy on each of the count CPUs at once; their rates in args. */
+static int run_together(const int *cpus, int count, double seconds, probe_arg *args)
+{
+    pthread_t th[1024];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)count);
+    for (int i = 0; i < count; i++) {
+        args[i] = (probe_arg){cpus[i], seconds, 0.0, &start};
+        if (pthread_create(&th[i], NULL, probe_thread, &args[i]) != 0)
+            return -1;
+    }
+    for (int i = 0; i < count; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&start);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const double seconds = argc > 1 ? atof(argv[1]) : 0.3;
+    cpu_set_t mine;
+    sched_getaffinity(0, sizeof mine, &mine);
+    int cpus[1024], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 1024; c++)
+        if (CPU_ISSET(c, &mine))
+            cpus[n++] = c;
+    if (n < 1)
+        return 1;
+    probe_arg args[1024];
+    run_together(cpus, 1, seconds, args);
+    const double alone = args[0].gflops;
+    printf("cpu %d alone: %.1f GFLOP/s (AVX2 FMA)\n", cpus[0], alone);
+    printf("cpu %d beside cpu j (its rate / alone; ~0.5: the same core):\n", cpus[0]);
+    int shared = 0;
+    for (int j = 1; j < n; j++) {
+        int pair[2] = {cpus[0], cpus[j]};
+        run_together(pair, 2, seconds, args);
+        const double r = args[0].gflops / alone;
+        shared += r < 0.75;
+        printf("  j=%-3d %.2f  (cpu %d: %.2f)\n", cpus[j], r, cpus[j], args[1].gflops / alone);
+    }
+    run_together(cpus, n, seconds, args);
+    double total = 0.0, lo = 1e30;
+    for (int i = 0; i < n; i++) {
+        total += args[i].gflops;
+        lo = args[i].gflops < lo ? args[i].gflops : lo;
+    }
+    printf("all %d at once: %.1f GFLOP/s in total, %.1f per CPU (slowest %.1f): %.2fx one CPU alone\n", n, total,
+           total / n, lo, total / alone);
+    printf("logical CPUs sharing CPU %d's core: %d\n", cpus[0], shared);
+    return 0;
+}
