@@ -1524,11 +1524,11 @@ static void test_mlp_plan(void)
 }
 
 /* Runs case c on the context of our kernels under CVF_CUDA_SPLITK=split (N: stream-K over N units;
- * kN: N K parts per tile; 1: whole tiles) and CVF_CUDA_CLUSTER=cluster ("1": single CTAs, "2":
- * pairs sharing B by multicast), checks it against the reference, and runs it again: C,
- * aux_out and bias_grad must come out bit-identical (the pieces of a cut tile are added in K
- * order, whichever finished first). Unless want_whole, the schedule must cut tiles (else the
- * section would pass on whole tiles); with cluster "2" it must run pairs. */
+ * kN: N K parts per tile; 1: whole tiles), CVF_CUDA_CLUSTER=cluster ("1": single CTAs, "2":
+ * pairs sharing B by multicast) and CVF_CUDA_TILE_N=width, checks it against the reference, and
+ * runs it again: C, aux_out and bias_grad must come out bit-identical (the pieces of a cut tile
+ * are added in K order, whichever finished first). Unless want_whole, the schedule must cut
+ * tiles (else the section would pass on whole tiles); with cluster "2" it must run pairs. */
 static void run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, int width,
                             bool want_whole)
 {
@@ -1587,7 +1587,8 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
  * units that cut tiles into 2 to many pieces and units that span several tiles; split-K into 2, 3
  * and 7 K parts; 2-CTA clusters on whole tiles and on K parts, with an odd number of row tiles (a
  * pair's second tile past M) and with 192-wide tiles (three 64-column boxes of B shared unevenly);
- * tails in M, N and K, every epilogue family, both operand layouts. */
+ * tails in M, N and K, every epilogue family (the lean one of ReLU / no activation too), both
+ * operand layouts. */
 static void test_cut_tiles(void)
 {
     static const struct {
@@ -1625,6 +1626,57 @@ static void test_cut_tiles(void)
                 run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width,
                                 shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0);
             }
+}
+
+/* The NaN elements of row i of m. */
+static int64_t count_nan_in_row(const cvf_matrix *m, int64_t i)
+{
+    int64_t count = 0;
+    for (int64_t j = 0; j < m->cols; j++)
+        count += isnan(cvft_matrix_get(m, i, j)) ? 1 : 0;
+    return count;
+}
+
+/* Section: a NaN in A[2][3] makes row 2 of C NaN and nothing else, through our kernel's ReLU (as
+ * on the CPU and in PyTorch): the lean epilogue's clamping cvt (16-bit C of the operands' dtype,
+ * both dtypes, one and many K-slices) and the general epilogue's compare-select (f32 C; a bias). */
+static void test_nan(void)
+{
+    static const struct {
+        int64_t m, n, k;
+        int combo, epilogue;
+        unsigned layout;
+    } cases[] = {
+        {300, 520, 64, 0, 1, 0},                         /* f16, lean epilogue, one K-slice */
+        {300, 520, 1000, 1, 1, SUPPORT_B_TRANSPOSED},    /* bf16, lean epilogue, 16 K-slices */
+        {200, 264, 72, 2, 1, 0},                         /* f16 in, f32 C: general epilogue */
+        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED}, /* bf16 with a bias: general epilogue */
+    };
+    for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+        support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
+                                                         cases[i].epilogue, cases[i].layout, 700 + i);
+        gpu_fixture *g = malloc(sizeof *g);
+        if (CHECK(g != NULL, "out of memory") && gpu_setup(g, &c)) {
+            cvft_matrix_set(&g->f.a.view, 2, 3, NAN);
+            mirror_upload(&g->m[M_A]);
+            cvf_context *ctxs[2] = {own_ctx, simple_ctx};
+            for (int v = 0; v < 2; v++) {
+                cvf_status status = gpu_run(g, ctxs[v]);
+                if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s", g->f.label, cvf_status_string(status)))
+                    continue;
+                int64_t in_row = count_nan_in_row(&g->f.c.view, 2), total = 0;
+                for (int64_t r = 0; r < c.m; r++)
+                    total += count_nan_in_row(&g->f.c.view, r);
+                CHECK(in_row == c.n && total == c.n,
+                      "%s [%s]: NaN in A[2][3]: %lld of row 2's %lld elements NaN, %lld in all (kernel %s)",
+                      g->f.label, v ? "simple" : "own", (long long)in_row, (long long)c.n, (long long)total,
+                      cvf_cuda_last_kernel(ctxs[v]));
+            }
+        }
+        if (g)
+            gpu_teardown(g);
+        free(g);
+    }
 }
 
 /* Section for compute-sanitizer (--quick): a few small cases through both kernels. */
@@ -1993,6 +2045,7 @@ int main(int argc, char **argv)
     }
     section("schedule", test_schedule);
     section("cut tiles", test_cut_tiles);
+    section("nan", test_nan);
     section("mlp", test_mlp);
     section("mlp plan", test_mlp_plan);
     if (!quick)

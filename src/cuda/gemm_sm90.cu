@@ -448,6 +448,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.c = make_out(ctx, c, &maps[2]);
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
+    p.simple = p.c.tma && c->dtype == a->dtype && !ep->bias && !ep->aux_in && !ep->aux_out && !partials &&
+               (ep->activation == CVF_ACTIVATION_NONE || ep->activation == CVF_ACTIVATION_RELU);
     /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
      * sized by the schedule of the product alone, which cuts at least as much as any launch's) */
     p.iters = sched.tiles * p.k_tiles;

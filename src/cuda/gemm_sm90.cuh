@@ -18,36 +18,48 @@ constexpr int GROUP_M = 16;
 constexpr int THREADS = 384;
 constexpr int A_STAGE = BM * BK * 2; /* 16 KB */
 constexpr int CHUNK = 32;            /* epilogue columns per chunk */
-/* Output staging for the TMA stores: per consumer warpgroup a ring of SLOTS slots, each a 64-row
- * x 64-byte box (32 16-bit or 16 f32 columns) in the 64-byte swizzle of the TMA, so that the
- * fragment writes are free of bank conflicts. */
+/* Output staging for the TMA stores: per consumer warpgroup a ring of slots (tile_cfg::SLOTS), each
+ * a 64-row x 64-byte box (32 16-bit or 16 f32 columns) in the 64-byte swizzle of the TMA, so that
+ * the fragment writes are free of bank conflicts. */
 constexpr int SLOT_BYTES = 64 * 64;
-constexpr int SLOTS = 4;
-constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* per warpgroup: 16 KB */
+constexpr int MAX_SLOTS = 16;        /* two f16 tiles' boxes of a warpgroup */
+constexpr int SMEM_LIMIT = 227 * 1024; /* the most dynamic shared memory a Hopper CTA may opt in to */
+
+constexpr int max_int(int a, int b)
+{
+    return a > b ? a : b;
+}
+constexpr int min_int(int a, int b)
+{
+    return a < b ? a : b;
+}
 
 /* The geometry of a tile N columns wide: R accumulators per consumer thread (its 64 rows x N), the
- * B stage, the ring's depth, and the shared memory: 1 KB alignment slack, the ring, the output
- * staging, then the ring's "full", "empty" and (2-CTA clusters) "mail" mbarriers, the unit id of
- * each stage (set by the producer with the first K-slice of a unit, -1: no more work), one exchange
- * word per consumer warpgroup (cut tiles) and the mailbox of each stage (the unit the cluster's first
- * CTA took, sent to the second). Narrower tiles get a deeper ring in the same ~227 KB. */
+ * B stage, the ring's depth, the output slots per consumer warpgroup, and the shared memory: 1 KB
+ * alignment slack, the ring, the output staging, then the ring's "full", "empty" and (2-CTA
+ * clusters) "mail" mbarriers, the unit id of each stage (set by the producer with the first K-slice
+ * of a unit, -1: no more work), one exchange word per consumer warpgroup (cut tiles) and the mailbox
+ * of each stage (the unit the cluster's first CTA took, sent to the second). Narrower tiles get a
+ * deeper ring in the same ~227 KB; the output staging takes what the ring leaves, up to MAX_SLOTS
+ * (a ring of 3 stages with 10 slots a warpgroup measured no faster than 4 and 4 at 128 x 256, even
+ * at K = 64: docs/PERF.md issue 12 part 3). */
 template <int N>
 struct tile_cfg {
     static_assert(N == 128 || N == 192 || N == 256, "tile width");
     static constexpr int R = N / 2;
     static constexpr int B_STAGE = N * BK * 2;
     static constexpr int STAGES = N == 128 ? 6 : 4;
-    static constexpr int SMEM_BYTES = 1024 + STAGES * (A_STAGE + B_STAGE) + 2 * STAGE_BYTES + 3 * STAGES * 8 +
-                                      4 * STAGES + 8 + 4 * STAGES;
+    static constexpr int FIXED_BYTES = 1024 + 3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES;
+    static constexpr int RING_BYTES = STAGES * (A_STAGE + B_STAGE);
+    static constexpr int SLOTS = min_int(MAX_SLOTS, (SMEM_LIMIT - FIXED_BYTES - RING_BYTES) / (2 * SLOT_BYTES));
+    static constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* a warpgroup's output staging */
+    static constexpr int SMEM_BYTES = FIXED_BYTES + RING_BYTES + 2 * STAGE_BYTES;
+    static_assert(SLOTS >= 4, "output staging");
 };
 /* The most shared memory any width takes (the device must offer it). */
-constexpr int max_int(int a, int b)
-{
-    return a > b ? a : b;
-}
 constexpr int SMEM_BYTES_MAX =
     max_int(tile_cfg<128>::SMEM_BYTES, max_int(tile_cfg<192>::SMEM_BYTES, tile_cfg<256>::SMEM_BYTES));
-static_assert(SMEM_BYTES_MAX <= 227 * 1024, "shared memory");
+static_assert(SMEM_BYTES_MAX <= SMEM_LIMIT, "shared memory");
 /* An exchange slot: the accumulators of a whole tile of the widest width (narrower ones use the
  * start of it); within it, consumer warpgroup wg's half at wg x 128 x R. */
 constexpr int TILE_FLOATS = BM * BN_MAX;
@@ -93,6 +105,8 @@ struct sm90_params {
     int32_t bias_packed; /* bias is f16/bf16, unit stride, 4-byte aligned, and aux_in is not prefetched:
                             the epilogue prefetches it as 16-bit pairs (see load_bias_pairs) */
     int32_t tile_n;  /* the tile's width N: 256, 192 or 128 */
+    int32_t simple;     /* C in the operands' dtype by TMA, and no epilogue but an optional ReLU: the
+                           lean epilogue (simple_tile) */
     int32_t cluster; /* 1; or 2: CTA pairs on tiles (2 i, j) and (2 i + 1, j), each loading half of
                         their shared B slice into both by TMA multicast (a third less L2 -> SM
                         traffic per tile); units then number pairs of tiles (see cta_unit) */
@@ -491,20 +505,29 @@ __device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc
     return true;
 }
 
-/* A consumer warpgroup's output staging: its ring of SLOTS boxes in shared memory and the count
- * of boxes put so far (the same in all 128 threads). */
+/* A consumer warpgroup's output staging: its ring of SLOTS boxes in shared memory and the slot
+ * of the next box (the same in all 128 threads). */
+template <int SLOTS>
 struct stager {
     unsigned char *buf;
-    uint32_t seq;
+    int slot;
 };
 
-/* Hands the box just written to slot (seq % SLOTS) to the TMA: every thread's writes are made
+/* The address of the current slot of st. */
+template <int SLOTS>
+__device__ __forceinline__ unsigned char *slot_buf(const stager<SLOTS> &st)
+{
+    return st.buf + st.slot * SLOT_BYTES;
+}
+
+/* Hands the box just written to the current slot to the TMA: every thread's writes are made
  * visible to the async proxy; thread 0 waits until at most SLOTS - 2 earlier stores still read
  * shared memory, so that the slot of the next box (last used SLOTS boxes ago) is free; the
  * warpgroup syncs (this box complete, the next slot free); thread 0 issues the store of the box
  * at row r, column c (clipped to m x n by the hardware) as its own bulk group. */
-__device__ __forceinline__ void put_box(const CUtensorMap *map, stager &st, int wg, int t, int64_t r, int64_t c,
-                                        int64_t m, int64_t n)
+template <int SLOTS>
+__device__ __forceinline__ void put_box(const CUtensorMap *map, stager<SLOTS> &st, int wg, int t, int64_t r,
+                                        int64_t c, int64_t m, int64_t n)
 {
     fence_proxy_async();
     if (t == 0)
@@ -512,16 +535,38 @@ __device__ __forceinline__ void put_box(const CUtensorMap *map, stager &st, int 
     named_barrier(1 + wg, 128);
     if (t == 0) {
         if (r < m && c < n)
-            tma_store_2d(map, smem_addr(st.buf + (st.seq % SLOTS) * SLOT_BYTES), (int32_t)c, (int32_t)r);
+            tma_store_2d(map, smem_addr(slot_buf(st)), (int32_t)c, (int32_t)r);
         bulk_commit();
     }
-    st.seq++;
+    st.slot = st.slot + 1 == SLOTS ? 0 : st.slot + 1;
+}
+
+/* The slot is 64 rows of 64 bytes; the 64-byte swizzle XORs the 16-byte unit index with
+ * (row / 2) % 4, which for this thread's rows (r_local, r_local + 8 of the fragment) is
+ * (lane / 8) % 4. */
+__device__ __forceinline__ int swizzle_of(int lane)
+{
+    return (lane >> 3) & 3;
+}
+
+/* Writes the 16-bit pairs of one 32-column chunk ([8-column block jb][row half h]) of consumer
+ * thread t into the current slot of st, in the TMA's 64-byte swizzle (bank-conflict free). */
+template <int SLOTS>
+__device__ __forceinline__ void stage_pairs(const stager<SLOTS> &st, const uint32_t (&bits)[4][2], int t)
+{
+    const int warp = t / 32, lane = t % 32, sw = swizzle_of(lane);
+    unsigned char *row = slot_buf(st) + (warp * 16 + lane / 4) * 64 + 4 * (lane % 4);
+#pragma unroll
+    for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits[jb][h];
 }
 
 /* Stores 32 columns (acc[0..16) of the chunk CH) of this warpgroup's 64 rows to out. */
-template <int CH, int R>
+template <int CH, int R, int SLOTS>
 __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorMap *map, const float (&acc)[R],
-                                            stager &st, int wg, int t, int64_t row0, int64_t col0, int64_t m,
+                                            stager<SLOTS> &st, int wg, int t, int64_t row0, int64_t col0, int64_t m,
                                             int64_t n)
 {
     const int warp = t / 32, lane = t % 32;
@@ -538,9 +583,7 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
             }
         return;
     }
-    /* The slot is 64 rows of 64 bytes; the 64-byte swizzle XORs the 16-byte unit index with
-     * (row / 2) % 4, which for this thread's rows (r_local, r_local + 8) is (lane / 8) % 4. */
-    const int sw = (lane >> 3) & 3;
+    const int sw = swizzle_of(lane);
     if (out.dtype != CVF_F32) {
         uint32_t bits[4][2]; /* [8-column block][row half]: the rounded pairs of this thread */
 #pragma unroll
@@ -556,19 +599,12 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                     bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
                 }
             }
-        {
-            unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 4 * (lane % 4);
-#pragma unroll
-            for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits[jb][h];
-        }
+        stage_pairs(st, bits, t);
         put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
     } else { /* f32: two boxes of 16 columns */
 #pragma unroll
         for (int half = 0; half < 2; half++) {
-            unsigned char *row = st.buf + (st.seq % SLOTS) * SLOT_BYTES + r_local * 64 + 8 * (lane & 1);
+            unsigned char *row = slot_buf(st) + r_local * 64 + 8 * (lane & 1);
 #pragma unroll
             for (int jj = 0; jj < 2; jj++)
 #pragma unroll
@@ -688,9 +724,9 @@ __device__ __forceinline__ void dgelu_chunk(const sm90_params &p, float (&acc)[R
 
 /* The epilogue of one 32-column chunk: bias, aux_out, activation, partial sums, C. aux: the
  * prefetched aux_in pairs of this chunk and the next (used when p.aux_packed). */
-template <int CH, int R>
+template <int CH, int R, int SLOTS>
 __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUtensorMap *map_c,
-                                               const CUtensorMap *map_aux, float (&acc)[R], stager &st, int wg,
+                                               const CUtensorMap *map_aux, float (&acc)[R], stager<SLOTS> &st, int wg,
                                                int t, int64_t row0, int64_t col0, const uint32_t (&aux)[16])
 {
     const int warp = t / 32, lane = t % 32;
@@ -764,9 +800,9 @@ __device__ __forceinline__ void epilogue_chunk(const sm90_params &p, const CUten
  * acc[0..32). aux_next holds their prefetched pairs and, when more, gets the next step's; the
  * accumulators then shift down by 32 registers (moves with compile-time indices), so that every
  * step runs the same code on acc[0..32). */
-template <int R>
+template <int R, int SLOTS>
 __device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtensorMap *map_c,
-                                              const CUtensorMap *map_aux, float (&acc)[R], stager &st, int wg,
+                                              const CUtensorMap *map_aux, float (&acc)[R], stager<SLOTS> &st, int wg,
                                               int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16], bool more)
 {
     uint32_t aux[16];
@@ -789,9 +825,9 @@ __device__ __forceinline__ void epilogue_step(const sm90_params &p, const CUtens
  * ran at a quarter of the store bandwidth (instruction fetch). Two chunks per step: 3 x 96
  * register moves per tile, not 7 x 112. The accumulators are dead afterwards: the next
  * tile's first wgmma does not read them (scale-d 0). */
-template <int R>
+template <int R, int SLOTS>
 __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtensorMap *map_c,
-                                              const CUtensorMap *map_aux, float (&acc)[R], stager &st, int wg,
+                                              const CUtensorMap *map_aux, float (&acc)[R], stager<SLOTS> &st, int wg,
                                               int t, int64_t row0, int64_t col0, uint32_t (&aux_next)[16])
 {
     constexpr int CHUNKS = 2 * R / CHUNK;
@@ -799,6 +835,45 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
 #pragma unroll 1
     for (int ch = 0; ch < CHUNKS; ch += 2)
         epilogue_step(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux_next, ch + 2 < CHUNKS);
+}
+
+/* Rounds x and y (columns j, j + 1) to a 16-bit pair of dtype DT (0 f16, 1 bf16), x in the low
+ * half; RELU: negative results to 0 in the same instruction (NaN stays NaN). */
+template <int DT, bool RELU>
+__device__ __forceinline__ uint32_t pack_pair(float x, float y)
+{
+    uint32_t d;
+    if (DT == 0 && RELU)
+        asm volatile("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else if (DT == 0)
+        asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else if (RELU)
+        asm volatile("cvt.rn.relu.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else
+        asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    return d;
+}
+
+/* The epilogue of the common case (p.simple: C in the operands' 16-bit dtype by TMA, nothing but
+ * an optional ReLU): every chunk unrolled, each value rounded (and clamped) by one cvt per pair,
+ * no register shifts. The general epilogue (epilogue_tile) runs ~1900 instructions per warp and
+ * tile, 384 of them the if-converted shifts of its loop (H200 ncu, MatMul+ReLU K = 64); this one
+ * about a fifth of that. */
+template <int DT, bool RELU, int R, int SLOTS>
+__device__ __forceinline__ void simple_tile(const sm90_params &p, const CUtensorMap *map_c, const float (&acc)[R],
+                                            stager<SLOTS> &st, int wg, int t, int64_t row0, int64_t col0)
+{
+#pragma unroll
+    for (int ch = 0; ch < 2 * R / CHUNK; ch++) {
+        uint32_t bits[4][2];
+#pragma unroll
+        for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                bits[jb][h] = pack_pair<DT, RELU>(acc[ch * 16 + jb * 4 + 2 * h], acc[ch * 16 + jb * 4 + 2 * h + 1]);
+        stage_pairs(st, bits, t);
+        put_box(map_c, st, wg, t, row0, col0 + ch * CHUNK, p.m, p.n);
+    }
 }
 
 /* The shared-memory ring: STAGES stages of A (BM x BK) and B (BK x N), each with a "full"
@@ -901,7 +976,7 @@ __device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &r
  * K-slices, segment after segment. A -1 unit id tells the consumers to stop. The last CTA to
  * finish resets the counters for the next launch.
  */
-template <int N, int A_MN, int B_MN>
+template <int N, int STAGES, int A_MN, int B_MN>
 __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, const CUtensorMap *map_a,
                                          const CUtensorMap *map_b)
 {
@@ -931,7 +1006,7 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
                     mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
                 waited = false;
                 load_slice<N, A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
-                advance<tile_cfg<N>::STAGES>(r);
+                advance<STAGES>(r);
             }
         } while (next_segment(p, &c, &g));
     }
@@ -986,7 +1061,7 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
  * is done (a unit's first slice, waited on to read the unit id).
  */
-template <int DT, int A_MN, int B_MN, int R>
+template <int DT, int STAGES, int A_MN, int B_MN, int R>
 __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g,
                                          bool first_waited, float (&acc)[R], int wg, int t, int *last)
 {
@@ -1002,18 +1077,20 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
                 release_stage(p, rg, prev);
         }
         prev = r.stage;
-        advance<tile_cfg<2 * R>::STAGES>(r);
+        advance<STAGES>(r);
     }
     *last = prev;
 }
 
-/* A consumer warpgroup's output staging (its ring of boxes), the output maps prefetched. */
-__device__ __forceinline__ stager consumer_stager(const sm90_params &p, const CUtensorMap *map_c,
-                                                  const CUtensorMap *map_aux, unsigned char *staging, int wg, int t)
+/* A consumer warpgroup's output staging (its ring of SLOTS boxes), the output maps prefetched. */
+template <int SLOTS>
+__device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, const CUtensorMap *map_c,
+                                                         const CUtensorMap *map_aux, unsigned char *staging, int wg,
+                                                         int t)
 {
-    stager st;
-    st.buf = staging + wg * STAGE_BYTES;
-    st.seq = 0;
+    stager<SLOTS> st;
+    st.buf = staging + wg * SLOTS * SLOT_BYTES;
+    st.slot = 0;
     if (t == 0) {
         if (p.c.tma)
             asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
@@ -1028,16 +1105,17 @@ __device__ __forceinline__ stager consumer_stager(const sm90_params &p, const CU
  * the mainloop, then the epilogue of a whole tile, or the stream-K exchange of a piece of a cut
  * tile (the last piece to finish runs the epilogue).
  */
-template <int N, int DT, int A_MN, int B_MN>
+template <class CFG, int DT, int A_MN, int B_MN>
 __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, const CUtensorMap *map_c,
                                          const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
                                          volatile int32_t *xchg)
 {
-    stager st = consumer_stager(p, map_c, map_aux, staging, wg, t);
+    constexpr int N = 2 * CFG::R;
+    stager<CFG::SLOTS> st = consumer_stager<CFG::SLOTS>(p, map_c, map_aux, staging, wg, t);
     const bool prefetch = p.aux_packed || p.bias_packed;
-    float acc[tile_cfg<N>::R];
+    float acc[CFG::R];
 #pragma unroll
-    for (int i = 0; i < tile_cfg<N>::R; i++)
+    for (int i = 0; i < CFG::R; i++)
         acc[i] = 0.0f;
     ring_pos r = {0, 0};
     for (;;) {
@@ -1050,7 +1128,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            mainloop<DT, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
+            mainloop<DT, CFG::STAGES, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
             const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * N;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
@@ -1073,15 +1151,21 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                 if (prefetch)
                     prefetch_pairs(p, aux, row0, col0, t);
             }
-            epilogue_tile(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
+            if (p.simple && p.activation == CVF_ACTIVATION_RELU)
+                simple_tile<DT, true>(p, map_c, acc, st, wg, t, row0, col0);
+            else if (p.simple)
+                simple_tile<DT, false>(p, map_c, acc, st, wg, t, row0, col0);
+            else
+                epilogue_tile(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
         } while (next_segment(p, &c, &g));
     }
     if (t == 0)
         bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
 }
 
-/* DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is N-contiguous (row-major).
- * Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1 and 2 the consumers. */
+/* N: the tile's width. DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is
+ * N-contiguous (row-major). Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1
+ * and 2 the consumers. */
 template <int N, int DT, int A_MN, int B_MN>
 __global__ void __launch_bounds__(THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -1091,12 +1175,13 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
-    constexpr int STAGES = tile_cfg<N>::STAGES;
+    using CFG = tile_cfg<N>;
+    constexpr int STAGES = CFG::STAGES;
     ring rg;
     rg.a = smem_addr(smem);
     rg.b = rg.a + STAGES * A_STAGE;
-    unsigned char *staging = smem + STAGES * (A_STAGE + tile_cfg<N>::B_STAGE);
-    uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * STAGE_BYTES);
+    unsigned char *staging = smem + CFG::RING_BYTES;
+    uint64_t *bars = reinterpret_cast<uint64_t *>(staging + 2 * CFG::STAGE_BYTES);
     rg.full0 = smem_addr(bars);
     rg.empty0 = smem_addr(bars + STAGES);
     rg.mail_bar0 = smem_addr(bars + 2 * STAGES);
@@ -1123,10 +1208,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
-            producer<N, A_MN, B_MN>(p, rg, &map_a, &map_b);
+            producer<N, STAGES, A_MN, B_MN>(p, rg, &map_a, &map_b);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        consumer<N, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
+        consumer<CFG, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
                                     threadIdx.x - 128 * warpgroup, xchg);
     }
     if (p.cluster == 2)
