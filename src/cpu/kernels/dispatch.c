@@ -38,6 +38,7 @@ static const cvf_cpu_kernel f32_avx512 = {
     .format = CVF_CPU_PACK_F32,
     .run = cvf_cpu_kernel_f32_avx512,
     .run_fused = cvf_cpu_kernel_f32_avx512_fused,
+    .direct = cvf_cpu_direct_f32_avx512,
     /* KC up to 360 at 48 KB of L1 (2048 in 6 passes of 342): 2048^3 on one thread 1.04-1.06x
      * OpenBLAS at the half-L1 KC of 187, 0.98-1.00x at 342, 1.00-1.03x at 384 (PERF.md) */
     .kc_l1_16ths = 15,

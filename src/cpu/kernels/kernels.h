@@ -164,6 +164,8 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a, const void *b, con
 void cvf_cpu_interleave_f32_avx2(const float *const *rows, int64_t count, int64_t width, int64_t kc, float *dst);
 void cvf_cpu_direct_f32_avx2(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                              const cvf_cpu_fused_store *out, int64_t m, int64_t n);
+void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                               const cvf_cpu_fused_store *out, int64_t m, int64_t n);
 void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
                           float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
