@@ -3,7 +3,9 @@
  * an FMA-bound loop (AVX2 + FMA, 12 independent chains) pinned to CPU 0 alone, then beside one
  * copy pinned to each other CPU j in turn (CPU 0's rate falls to about half when j is its
  * hyperthread sibling, which a virtual machine's lscpu may not show), then one copy on every CPU
- * at once (the per-CPU rate with all busy: turbo and shared cores together). Prints GFLOP/s.
+ * at once (the per-CPU rate with all busy: turbo and shared cores together); then, where the CPU
+ * has AVX-512F, the same alone / all-at-once pair with 16-wide zmm FMAs (an all-core AVX-512 clock
+ * below the AVX2 one shows as a smaller all-core factor). Prints GFLOP/s.
  *   gcc -O2 -std=c11 -D_GNU_SOURCE bench/cpu_core_probe.c -lpthread -o /tmp/cpu_core_probe
  *   /tmp/cpu_core_probe [SECONDS_PER_RUN]
  */
@@ -16,6 +18,7 @@
 
 typedef struct {
     int cpu;
+    int zmm; /* 1: the AVX-512 loop */
     double seconds;
     double gflops;
     pthread_barrier_t *start;
@@ -55,6 +58,33 @@ __attribute__((target("avx2,fma"))) static double fma_rate(double seconds)
     return 2.0 * 8 * 12 * 1000 * (double)rounds / (t - t0) * 1e-9;
 }
 
+/* The same with 16-wide FMAs: 2 x 16 x 12 x 1000 FLOP a round. */
+__attribute__((target("avx512f"))) static double fma_rate_zmm(double seconds)
+{
+    __m512 acc[12];
+    for (int i = 0; i < 12; i++)
+        acc[i] = _mm512_set1_ps(0.001f * (float)i);
+    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+    long rounds = 0;
+    const double t0 = now();
+    double t = t0;
+    while (t - t0 < seconds) {
+        for (int it = 0; it < 1000; it++) {
+#pragma GCC unroll 12
+            for (int i = 0; i < 12; i++)
+                acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+        }
+        rounds++;
+        t = now();
+    }
+    float sink = 0.0f;
+    for (int i = 0; i < 12; i++)
+        sink += _mm512_reduce_add_ps(acc[i]);
+    if (sink == 12345.0f)
+        printf(" ");
+    return 2.0 * 16 * 12 * 1000 * (double)rounds / (t - t0) * 1e-9;
+}
+
 static void *probe_thread(void *p)
 {
     probe_arg *arg = p;
@@ -66,18 +96,19 @@ static void *probe_thread(void *p)
         return NULL;
     }
     pthread_barrier_wait(arg->start);
-    arg->gflops = fma_rate(arg->seconds);
+    arg->gflops = arg->zmm ? fma_rate_zmm(arg->seconds) : fma_rate(arg->seconds);
     return NULL;
 }
 
-/* Runs one pinned copy on each of the count CPUs at once; their rates in args. */
-static int run_together(const int *cpus, int count, double seconds, probe_arg *args)
+/* Runs one pinned copy (zmm: the AVX-512 loop) on each of the count CPUs at once; their rates in
+ * args. */
+static int run_together(const int *cpus, int count, int zmm, double seconds, probe_arg *args)
 {
     pthread_t th[1024];
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)count);
     for (int i = 0; i < count; i++) {
-        args[i] = (probe_arg){cpus[i], seconds, 0.0, &start};
+        args[i] = (probe_arg){cpus[i], zmm, seconds, 0.0, &start};
         if (pthread_create(&th[i], NULL, probe_thread, &args[i]) != 0)
             return -1;
     }
@@ -85,6 +116,19 @@ static int run_together(const int *cpus, int count, double seconds, probe_arg *a
         pthread_join(th[i], NULL);
     pthread_barrier_destroy(&start);
     return 0;
+}
+
+/* One copy on every CPU at once: prints the total, per-CPU and slowest rates against one alone. */
+static void all_at_once(const int *cpus, int n, int zmm, double seconds, double alone, probe_arg *args)
+{
+    run_together(cpus, n, zmm, seconds, args);
+    double total = 0.0, lo = 1e30;
+    for (int i = 0; i < n; i++) {
+        total += args[i].gflops;
+        lo = args[i].gflops < lo ? args[i].gflops : lo;
+    }
+    printf("all %d at once (%s): %.1f GFLOP/s in total, %.1f per CPU (slowest %.1f): %.2fx one CPU alone\n", n,
+           zmm ? "AVX-512" : "AVX2", total, total / n, lo, total / alone);
 }
 
 int main(int argc, char **argv)
@@ -99,26 +143,26 @@ int main(int argc, char **argv)
     if (n < 1)
         return 1;
     probe_arg args[1024];
-    run_together(cpus, 1, seconds, args);
+    run_together(cpus, 1, 0, seconds, args);
     const double alone = args[0].gflops;
     printf("cpu %d alone: %.1f GFLOP/s (AVX2 FMA)\n", cpus[0], alone);
     printf("cpu %d beside cpu j (its rate / alone; ~0.5: the same core):\n", cpus[0]);
     int shared = 0;
     for (int j = 1; j < n; j++) {
         int pair[2] = {cpus[0], cpus[j]};
-        run_together(pair, 2, seconds, args);
+        run_together(pair, 2, 0, seconds, args);
         const double r = args[0].gflops / alone;
         shared += r < 0.75;
         printf("  j=%-3d %.2f  (cpu %d: %.2f)\n", cpus[j], r, cpus[j], args[1].gflops / alone);
     }
-    run_together(cpus, n, seconds, args);
-    double total = 0.0, lo = 1e30;
-    for (int i = 0; i < n; i++) {
-        total += args[i].gflops;
-        lo = args[i].gflops < lo ? args[i].gflops : lo;
-    }
-    printf("all %d at once: %.1f GFLOP/s in total, %.1f per CPU (slowest %.1f): %.2fx one CPU alone\n", n, total,
-           total / n, lo, total / alone);
+    all_at_once(cpus, n, 0, seconds, alone, args);
     printf("logical CPUs sharing CPU %d's core: %d\n", cpus[0], shared);
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) {
+        run_together(cpus, 1, 1, seconds, args);
+        const double zmm_alone = args[0].gflops;
+        printf("cpu %d alone: %.1f GFLOP/s (AVX-512 FMA)\n", cpus[0], zmm_alone);
+        all_at_once(cpus, n, 1, seconds, zmm_alone, args);
+    }
     return 0;
 }
