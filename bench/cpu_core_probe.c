@@ -31,59 +31,36 @@ static double now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* 12 chains of 8-wide FMAs, 1000 iterations per clock check: 2 x 8 x 12 x 1000 FLOP a round. */
-__attribute__((target("avx2,fma"))) static double fma_rate(double seconds)
-{
-    __m256 acc[12];
-    for (int i = 0; i < 12; i++)
-        acc[i] = _mm256_set1_ps(0.001f * (float)i);
-    const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
-    long rounds = 0;
-    const double t0 = now();
-    double t = t0;
-    while (t - t0 < seconds) {
-        for (int it = 0; it < 1000; it++) {
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++) /* unrolled: the chains stay in registers */
-                acc[i] = _mm256_fmadd_ps(acc[i], a, b);
-        }
-        rounds++;
-        t = now();
+/* An FMA-bound loop on the vector type VEC of LANES floats (target TARGET): 12 independent chains,
+ * 1000 iterations per clock check, 2 x LANES x 12 x 1000 FLOP a round; returns GFLOP/s. */
+#define FMA_RATE(name, TARGET, VEC, LANES, SET1, FMADD, FIRST)                                                         \
+    __attribute__((target(TARGET))) static double name(double seconds)                                                 \
+    {                                                                                                                  \
+        VEC acc[12];                                                                                                   \
+        for (int i = 0; i < 12; i++)                                                                                   \
+            acc[i] = SET1(0.001f * (float)i);                                                                          \
+        const VEC a = SET1(0.999999f), b = SET1(1e-7f);                                                                \
+        long rounds = 0;                                                                                               \
+        const double t0 = now();                                                                                       \
+        double t = t0;                                                                                                 \
+        while (t - t0 < seconds) {                                                                                     \
+            for (int it = 0; it < 1000; it++) {                                                                        \
+                _Pragma("GCC unroll 12") for (int i = 0; i < 12; i++) /* the chains stay in registers */               \
+                    acc[i] = FMADD(acc[i], a, b);                                                                      \
+            }                                                                                                          \
+            rounds++;                                                                                                  \
+            t = now();                                                                                                 \
+        }                                                                                                              \
+        float sink = 0.0f;                                                                                             \
+        for (int i = 0; i < 12; i++)                                                                                   \
+            sink += FIRST(acc[i]);                                                                                     \
+        if (sink == 12345.0f)                                                                                          \
+            printf(" ");                                                                                               \
+        return 2.0 * LANES * 12 * 1000 * (double)rounds / (t - t0) * 1e-9;                                            \
     }
-    float sink = 0.0f;
-    for (int i = 0; i < 12; i++)
-        sink += _mm256_cvtss_f32(acc[i]);
-    if (sink == 12345.0f)
-        printf(" ");
-    return 2.0 * 8 * 12 * 1000 * (double)rounds / (t - t0) * 1e-9;
-}
 
-/* The same with 16-wide FMAs: 2 x 16 x 12 x 1000 FLOP a round. */
-__attribute__((target("avx512f"))) static double fma_rate_zmm(double seconds)
-{
-    __m512 acc[12];
-    for (int i = 0; i < 12; i++)
-        acc[i] = _mm512_set1_ps(0.001f * (float)i);
-    const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
-    long rounds = 0;
-    const double t0 = now();
-    double t = t0;
-    while (t - t0 < seconds) {
-        for (int it = 0; it < 1000; it++) {
-#pragma GCC unroll 12
-            for (int i = 0; i < 12; i++)
-                acc[i] = _mm512_fmadd_ps(acc[i], a, b);
-        }
-        rounds++;
-        t = now();
-    }
-    float sink = 0.0f;
-    for (int i = 0; i < 12; i++)
-        sink += _mm512_reduce_add_ps(acc[i]);
-    if (sink == 12345.0f)
-        printf(" ");
-    return 2.0 * 16 * 12 * 1000 * (double)rounds / (t - t0) * 1e-9;
-}
+FMA_RATE(fma_rate, "avx2,fma", __m256, 8, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_cvtss_f32)
+FMA_RATE(fma_rate_zmm, "avx512f", __m512, 16, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_cvtss_f32)
 
 static void *probe_thread(void *p)
 {

@@ -520,27 +520,6 @@ __device__ __forceinline__ unsigned char *slot_buf(const stager<SLOTS> &st)
     return st.buf + st.slot * SLOT_BYTES;
 }
 
-/* Hands the box just written to the current slot to the TMA: every thread's writes are made
- * visible to the async proxy; thread 0 waits until at most SLOTS - 2 earlier stores still read
- * shared memory, so that the slot of the next box (last used SLOTS boxes ago) is free; the
- * warpgroup syncs (this box complete, the next slot free); thread 0 issues the store of the box
- * at row r, column c (clipped to m x n by the hardware) as its own bulk group. */
-template <int SLOTS>
-__device__ __forceinline__ void put_box(const CUtensorMap *map, stager<SLOTS> &st, int wg, int t, int64_t r,
-                                        int64_t c, int64_t m, int64_t n)
-{
-    fence_proxy_async();
-    if (t == 0)
-        bulk_wait_read<SLOTS - 2>();
-    named_barrier(1 + wg, 128);
-    if (t == 0) {
-        if (r < m && c < n)
-            tma_store_2d(map, smem_addr(slot_buf(st)), (int32_t)c, (int32_t)r);
-        bulk_commit();
-    }
-    st.slot = st.slot + 1 == SLOTS ? 0 : st.slot + 1;
-}
-
 /* The slot is 64 rows of 64 bytes; the 64-byte swizzle XORs the 16-byte unit index with
  * (row / 2) % 4, which for this thread's rows (r_local, r_local + 8 of the fragment) is
  * (lane / 8) % 4. */
@@ -569,7 +548,8 @@ __device__ __forceinline__ void stage_pairs(const stager<SLOTS> &st, const uint3
  * bulk group: every thread's writes made visible to the async proxy; thread 0 waits until at most
  * SLOTS / B - 2 earlier groups of B still read shared memory (the next B slots, last used SLOTS
  * boxes ago, are then free); the warpgroup syncs; thread 0 stores box q at row r, column c + 32 q
- * (clipped to m x n by the hardware). One fence and one barrier for B boxes. */
+ * (clipped to m x n by the hardware). One fence and one barrier for B boxes (the general
+ * epilogue puts one box at a time, the lean one two). */
 template <int B, int SLOTS>
 __device__ __forceinline__ void put_boxes(const CUtensorMap *map, stager<SLOTS> &st, int wg, int t, int64_t r,
                                           int64_t c, int64_t m, int64_t n)
@@ -626,7 +606,7 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                 }
             }
         stage_pairs(st, bits, t);
-        put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
+        put_boxes<1>(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
     } else { /* f32: two boxes of 16 columns */
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -639,7 +619,7 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                     float2 v = make_float2(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
                     *reinterpret_cast<float2 *>(row + h * 512 + (((2 * jj + (lane % 4) / 2) ^ sw) << 4)) = v;
                 }
-            put_box(map, st, wg, t, row0, col0 + CH * CHUNK + 16 * half, m, n);
+            put_boxes<1>(map, st, wg, t, row0, col0 + CH * CHUNK + 16 * half, m, n);
         }
     }
 }
@@ -1008,7 +988,7 @@ __device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &r
  * K-slices, segment after segment. A -1 unit id tells the consumers to stop. The last CTA to
  * finish resets the counters for the next launch.
  */
-template <int N, int STAGES, int A_MN, int B_MN>
+template <int N, int A_MN, int B_MN>
 __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, const CUtensorMap *map_a,
                                          const CUtensorMap *map_b)
 {
@@ -1038,7 +1018,7 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
                     mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
                 waited = false;
                 load_slice<N, A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
-                advance<STAGES>(r);
+                advance<tile_cfg<N>::STAGES>(r);
             }
         } while (next_segment(p, &c, &g));
     }
@@ -1093,7 +1073,7 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
  * is done (a unit's first slice, waited on to read the unit id).
  */
-template <int DT, int STAGES, int A_MN, int B_MN, int R>
+template <int DT, int A_MN, int B_MN, int R>
 __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g,
                                          bool first_waited, float (&acc)[R], int wg, int t, int *last)
 {
@@ -1109,7 +1089,7 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
                 release_stage(p, rg, prev);
         }
         prev = r.stage;
-        advance<STAGES>(r);
+        advance<tile_cfg<2 * R>::STAGES>(r);
     }
     *last = prev;
 }
@@ -1137,12 +1117,12 @@ __device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, c
  * the mainloop, then the epilogue of a whole tile, or the stream-K exchange of a piece of a cut
  * tile (the last piece to finish runs the epilogue).
  */
-template <class CFG, int DT, int A_MN, int B_MN>
+template <int N, int DT, int A_MN, int B_MN>
 __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, const CUtensorMap *map_c,
                                          const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
                                          volatile int32_t *xchg)
 {
-    constexpr int N = 2 * CFG::R;
+    using CFG = tile_cfg<N>;
     stager<CFG::SLOTS> st = consumer_stager<CFG::SLOTS>(p, map_c, map_aux, staging, wg, t);
     const bool prefetch = p.aux_packed || p.bias_packed;
     float acc[CFG::R];
@@ -1160,7 +1140,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            mainloop<DT, CFG::STAGES, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
+            mainloop<DT, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
             const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * N;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
@@ -1240,10 +1220,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
-            producer<N, STAGES, A_MN, B_MN>(p, rg, &map_a, &map_b);
+            producer<N, A_MN, B_MN>(p, rg, &map_a, &map_b);
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        consumer<CFG, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
+        consumer<N, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
                                     threadIdx.x - 128 * warpgroup, xchg);
     }
     if (p.cluster == 2)

@@ -150,17 +150,23 @@ static inline __attribute__((always_inline)) __m512 tile_row(const pair_acc *acc
     return i % 2 == 0 ? _mm512_mask_moveldup_ps(e, 0xAAAA, o) : _mm512_mask_movehdup_ps(o, 0x5555, e);
 }
 
+/* The column masks of an n-column corner, one per vector of 16 columns. */
+static inline __attribute__((always_inline)) void column_masks(int64_t n, __mmask16 mk[NV])
+{
+    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
+    {
+        int64_t r = n - 16 * v;
+        mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
+    }
+}
+
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_panel, float *cp, int64_t ldc, int64_t m,
                                int64_t n, int accumulate)
 {
     pair_acc acc;
     tile_product(kc, a_panel, b_panel, &acc, (const char *)cp, row_bytes(ldc, 4, m), m);
     __mmask16 mk[NV];
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
-    {
-        int64_t r = n - 16 * v;
-        mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
-    }
+    column_masks(n, mk);
     if (m == MR && n == NR) {
         _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
         {
@@ -187,16 +193,6 @@ void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a_panel, const void *b_pa
                 }
             }
         }
-    }
-}
-
-/* The column masks of an n-column corner, one per vector of 16 columns. */
-static inline __attribute__((always_inline)) void column_masks(int64_t n, __mmask16 mk[NV])
-{
-    _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++)
-    {
-        int64_t r = n - 16 * v;
-        mk[v] = (__mmask16)(r >= 16 ? 0xFFFFu : r > 0 ? (1u << r) - 1u : 0u);
     }
 }
 
