@@ -409,6 +409,43 @@ bool cvf_cuda_sm90_eligible(const cvf_context *ctx, const cvf_matrix *a, const c
     return operand_layout(a, true) >= 0 && operand_layout(b, false) >= 0;
 }
 
+/* The lean epilogue's recipe for this call (a lean_kind), or 0 for the general epilogue:
+ * every tensor of the epilogue in the operands' dtype dt (16-bit), C and aux_out stored by TMA,
+ * bias and aux_in prefetched as pairs, and a combination one of the recipes covers. p: the
+ * parameters with the outputs and the packed flags set. */
+static int32_t lean_recipe(const sm90_params *p, cvf_dtype dt, const cvf_matrix *c, const cvf_epilogue *ep)
+{
+    if (!p->c.tma || c->dtype != dt)
+        return 0;
+    int f = LEAN_ON;
+    if (ep->bias) {
+        if (!p->bias_packed || ep->bias->dtype != dt)
+            return 0;
+        f |= LEAN_BIAS;
+    }
+    if (ep->aux_out) {
+        if (!p->aux_out.tma || ep->aux_out->dtype != dt)
+            return 0;
+        f |= LEAN_AUX_OUT;
+    }
+    if (p->partials)
+        f |= LEAN_SUMS;
+    switch (ep->activation) {
+    case CVF_ACTIVATION_NONE: break;
+    case CVF_ACTIVATION_RELU: f |= LEAN_RELU; break;
+    case CVF_ACTIVATION_GELU_TANH: f |= LEAN_GELU; break;
+    case CVF_ACTIVATION_DGELU_TANH:
+        if (!p->aux_packed || ep->aux_in->dtype != dt)
+            return 0;
+        f |= LEAN_DGELU;
+        break;
+    default: return 0;
+    }
+    if (ep->aux_in && (f & LEAN_ACT_MASK) != LEAN_DGELU)
+        return 0;
+    return lean_supported(f) ? f : 0;
+}
+
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
                                 const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial)
 {
@@ -448,8 +485,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.c = make_out(ctx, c, &maps[2]);
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
-    p.simple = p.c.tma && c->dtype == a->dtype && !ep->bias && !ep->aux_in && !ep->aux_out && !partials &&
-               (ep->activation == CVF_ACTIVATION_NONE || ep->activation == CVF_ACTIVATION_RELU);
+    p.lean = lean_recipe(&p, a->dtype, c, ep);
     /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
      * sized by the schedule of the product alone, which cuts at least as much as any launch's) */
     p.iters = sched.tiles * p.k_tiles;

@@ -101,12 +101,13 @@ struct sm90_params {
     int32_t splits; /* CVF_SM90_SPLIT_K: the K parts of each tile */
     int32_t aux_packed;  /* aux_in is f16/bf16 with unit column stride, even row stride, 4-byte aligned,
                             and the activation is GELU': the epilogue prefetches it as 16-bit pairs
-                            (see load_aux_pairs) */
+                            (see load_aux_chunk) */
     int32_t bias_packed; /* bias is f16/bf16, unit stride, 4-byte aligned, and aux_in is not prefetched:
-                            the epilogue prefetches it as 16-bit pairs (see load_bias_pairs) */
+                            the epilogue prefetches it as 16-bit pairs (see load_bias_chunk) */
     int32_t tile_n;  /* the tile's width N: 256, 192 or 128 */
-    int32_t simple;     /* C in the operands' dtype by TMA, and no epilogue but an optional ReLU: the
-                           lean epilogue (simple_tile) */
+    int32_t lean;    /* 0: the general epilogue (epilogue_tile); else the lean one's recipe (a lean_kind,
+                        see lean_tile): every output and operand of the epilogue in the
+                        operands' 16-bit dtype, C and aux_out by TMA, aux_in and bias prefetched */
     int32_t cluster; /* 1; or 2: CTA pairs on tiles (2 i, j) and (2 i + 1, j), each loading half of
                         their shared B slice into both by TMA multicast (a third less L2 -> SM
                         traffic per tile); units then number pairs of tiles (see cta_unit) */
@@ -547,12 +548,12 @@ __device__ __forceinline__ void stage_pairs(const stager<SLOTS> &st, const uint3
 /* Hands the B boxes just written to the current slot and the B - 1 after it to the TMA, as one
  * bulk group: every thread's writes made visible to the async proxy; thread 0 waits until at most
  * SLOTS / B - 2 earlier groups of B still read shared memory (the next B slots, last used SLOTS
- * boxes ago, are then free); the warpgroup syncs; thread 0 stores box q at row r, column c + 32 q
- * (clipped to m x n by the hardware). One fence and one barrier for B boxes (the general
- * epilogue puts one box at a time, the lean one two). */
+ * boxes ago, are then free); the warpgroup syncs; thread 0 stores box q through maps[q] at row r,
+ * column cols[q] (clipped to m x n by the hardware). One fence and one barrier for B boxes (the
+ * general epilogue puts one box at a time, the lean one two). */
 template <int B, int SLOTS>
-__device__ __forceinline__ void put_boxes(const CUtensorMap *map, stager<SLOTS> &st, int wg, int t, int64_t r,
-                                          int64_t c, int64_t m, int64_t n)
+__device__ __forceinline__ void put_group(const CUtensorMap *const (&maps)[B], const int64_t (&cols)[B],
+                                          stager<SLOTS> &st, int wg, int t, int64_t r, int64_t m, int64_t n)
 {
     static_assert(SLOTS % B == 0 && SLOTS / B >= 2, "slots in whole groups, two groups at least");
     fence_proxy_async();
@@ -562,11 +563,21 @@ __device__ __forceinline__ void put_boxes(const CUtensorMap *map, stager<SLOTS> 
     if (t == 0) {
 #pragma unroll
         for (int q = 0; q < B; q++)
-            if (r < m && c + q * CHUNK < n)
-                tma_store_2d(map, smem_addr(slot_buf(st) + q * SLOT_BYTES), (int32_t)(c + q * CHUNK), (int32_t)r);
+            if (r < m && cols[q] < n)
+                tma_store_2d(maps[q], smem_addr(slot_buf(st) + q * SLOT_BYTES), (int32_t)cols[q], (int32_t)r);
         bulk_commit();
     }
     st.slot = st.slot + B == SLOTS ? 0 : st.slot + B;
+}
+
+/* put_group of one box through map at row r, column c. */
+template <int SLOTS>
+__device__ __forceinline__ void put_box(const CUtensorMap *map, stager<SLOTS> &st, int wg, int t, int64_t r,
+                                        int64_t c, int64_t m, int64_t n)
+{
+    const CUtensorMap *const maps[1] = {map};
+    const int64_t cols[1] = {c};
+    put_group<1>(maps, cols, st, wg, t, r, m, n);
 }
 
 /* Stores 32 columns (acc[0..16) of the chunk CH) of this warpgroup's 64 rows to out. */
@@ -606,7 +617,7 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                 }
             }
         stage_pairs(st, bits, t);
-        put_boxes<1>(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
+        put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
     } else { /* f32: two boxes of 16 columns */
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -619,79 +630,80 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
                     float2 v = make_float2(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
                     *reinterpret_cast<float2 *>(row + h * 512 + (((2 * jj + (lane % 4) / 2) ^ sw) << 4)) = v;
                 }
-            put_boxes<1>(map, st, wg, t, row0, col0 + CH * CHUNK + 16 * half, m, n);
+            put_box(map, st, wg, t, row0, col0 + CH * CHUNK + 16 * half, m, n);
         }
     }
 }
 
 /*
- * aux_in (GELU''s saved input) for two chunks of this thread's fragment, as packed 16-bit pairs
- * [chunk][8-column block jb][row half h] (the pair is columns j, j + 1 of one row). All 16 loads
- * are issued together, one chunk pair ahead of their use (and the first pair before the tile's
- * last wgmma completes), so the epilogue waits for memory once per tile, not once per element.
+ * aux_in (GELU''s saved input) for one 32-column chunk (at column colc) of this thread's fragment,
+ * as packed 16-bit pairs v[2 jb + h] ([8-column block jb][row half h]; the pair is columns j, j + 1
+ * of one row). The loads are issued ahead of their use (the first before the tile's last wgmma
+ * completes), so the epilogue waits for memory once per tile, not once per element.
  */
-__device__ __forceinline__ void load_aux_pairs(const sm90_params &p, uint32_t (&v)[16], int64_t row0, int64_t col0,
-                                               int t)
+__device__ __forceinline__ void load_aux_chunk(const sm90_params &p, uint32_t *v, int64_t row0, int64_t colc, int t)
 {
     const int warp = t / 32, lane = t % 32;
-    const int64_t i0 = row0 + warp * 16 + lane / 4, j0 = col0 + 2 * (lane % 4);
+    const int64_t i0 = row0 + warp * 16 + lane / 4, j0 = colc + 2 * (lane % 4);
     const unsigned short *row = static_cast<const unsigned short *>(p.aux_in.data) + i0 * p.aux_in.rs + j0;
-    if (row0 + 64 <= p.m && col0 + 2 * CHUNK <= p.n) { /* inside: 16 loads off two row pointers */
+    if (row0 + 64 <= p.m && colc + CHUNK <= p.n) { /* inside: 8 loads off two row pointers */
         const unsigned short *row8 = row + 8 * p.aux_in.rs;
 #pragma unroll
-        for (int c = 0; c < 2; c++)
-#pragma unroll
-            for (int jb = 0; jb < 4; jb++) {
-                v[c * 8 + jb * 2] = __ldg(reinterpret_cast<const unsigned int *>(row + c * CHUNK + jb * 8));
-                v[c * 8 + jb * 2 + 1] = __ldg(reinterpret_cast<const unsigned int *>(row8 + c * CHUNK + jb * 8));
-            }
+        for (int jb = 0; jb < 4; jb++) {
+            v[jb * 2] = __ldg(reinterpret_cast<const unsigned int *>(row + jb * 8));
+            v[jb * 2 + 1] = __ldg(reinterpret_cast<const unsigned int *>(row8 + jb * 8));
+        }
         return;
     }
 #pragma unroll
-    for (int c = 0; c < 2; c++)
+    for (int jb = 0; jb < 4; jb++)
 #pragma unroll
-        for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t i = i0 + 8 * h, j = j0 + c * CHUNK + jb * 8;
-                uint32_t x = 0;
-                if (i < p.m && j < p.n) {
-                    const unsigned short *e = row + 8 * h * p.aux_in.rs + c * CHUNK + jb * 8;
-                    x = j + 1 < p.n ? __ldg(reinterpret_cast<const unsigned int *>(e)) : (uint32_t)__ldg(e);
-                }
-                v[c * 8 + jb * 2 + h] = x;
+        for (int h = 0; h < 2; h++) {
+            const int64_t i = i0 + 8 * h, j = j0 + jb * 8;
+            uint32_t x = 0;
+            if (i < p.m && j < p.n) {
+                const unsigned short *e = row + 8 * h * p.aux_in.rs + jb * 8;
+                x = j + 1 < p.n ? __ldg(reinterpret_cast<const unsigned int *>(e)) : (uint32_t)__ldg(e);
             }
+            v[jb * 2 + h] = x;
+        }
 }
 
-/* The bias of this thread's columns in two chunks as packed 16-bit pairs, in the slots of the aux
- * pairs of row half 0 ([chunk][jb][0]); prefetched like aux_in, since a dependent load per chunk
- * of a vector every tile reads would make the epilogue wait on L2 eight times per tile. */
-__device__ __forceinline__ void load_bias_pairs(const sm90_params &p, uint32_t (&v)[16], int64_t col0, int t)
+/* The bias of this thread's columns in one chunk (at column colc) as packed 16-bit pairs, in the
+ * slots of the aux pairs of row half 0 (v[2 jb]); prefetched like aux_in, since a dependent load per
+ * chunk of a vector every tile reads would make the epilogue wait on L2 once per chunk. */
+__device__ __forceinline__ void load_bias_chunk(const sm90_params &p, uint32_t *v, int64_t colc, int t)
 {
     const int lane = t % 32;
     const unsigned short *base = static_cast<const unsigned short *>(p.bias.data);
 #pragma unroll
-    for (int c = 0; c < 2; c++)
-#pragma unroll
-        for (int jb = 0; jb < 4; jb++) {
-            const int64_t j = col0 + c * CHUNK + jb * 8 + 2 * (lane % 4);
-            uint32_t x = 0;
-            if (j + 1 < p.n)
-                x = __ldg(reinterpret_cast<const unsigned int *>(base + j));
-            else if (j < p.n)
-                x = __ldg(base + j);
-            v[c * 8 + jb * 2] = x;
-        }
+    for (int jb = 0; jb < 4; jb++) {
+        const int64_t j = colc + jb * 8 + 2 * (lane % 4);
+        uint32_t x = 0;
+        if (j + 1 < p.n)
+            x = __ldg(reinterpret_cast<const unsigned int *>(base + j));
+        else if (j < p.n)
+            x = __ldg(base + j);
+        v[jb * 2] = x;
+    }
 }
 
-/* Prefetches what the epilogue of the two chunks at (row0, col0) reads: aux_in or bias pairs. */
+/* What the epilogue of the chunk at (row0, colc) reads, aux_in or bias pairs, into v[0..8). */
+__device__ __forceinline__ void prefetch_chunk(const sm90_params &p, uint32_t *v, int64_t row0, int64_t colc, int t)
+{
+    if (p.aux_packed)
+        load_aux_chunk(p, v, row0, colc, t);
+    else if (p.bias_packed)
+        load_bias_chunk(p, v, colc, t);
+}
+
+/* Prefetches what the epilogue of the two chunks at (row0, col0) reads: v[8 c .. 8 c + 8) for
+ * chunk c. */
 __device__ __forceinline__ void prefetch_pairs(const sm90_params &p, uint32_t (&v)[16], int64_t row0, int64_t col0,
                                                int t)
 {
-    if (p.aux_packed)
-        load_aux_pairs(p, v, row0, col0, t);
-    else if (p.bias_packed)
-        load_bias_pairs(p, v, col0, t);
+    prefetch_chunk(p, v, row0, col0, t);
+    prefetch_chunk(p, v + 8, row0, col0 + CHUNK, t);
 }
 
 /* Element e (0: column j, 1: j + 1) of a packed pair of dtype (f16 or bf16) as fp32. */
@@ -843,6 +855,40 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
         epilogue_step(p, map_c, map_aux, acc, st, wg, t, row0, col0 + ch * CHUNK, aux_next, ch + 2 < CHUNKS);
 }
 
+/* The lean epilogue's recipes: a compile-time set of steps (LEAN_ON always set, so that 0 means
+ * the general epilogue). The activation is in bits 4-5. */
+constexpr int LEAN_ON = 1, LEAN_BIAS = 2, LEAN_AUX_OUT = 4, LEAN_SUMS = 8;
+constexpr int LEAN_RELU = 1 << 4, LEAN_GELU = 2 << 4, LEAN_DGELU = 3 << 4, LEAN_ACT_MASK = 3 << 4;
+/* The recipes compiled into every kernel, lean_kind(0 .. LEAN_KIND_COUNT) (the host picks one of
+ * them or the general epilogue):
+ * plain and ReLU, with and without bias (MatMul+ReLU, the plain GEMMs, fc2); bias + GELU with and
+ * without aux_out (fc1 in training and in inference); GELU' with and without the bias-gradient
+ * sums (K1). */
+__host__ __device__ constexpr int lean_kind(int i)
+{
+    switch (i) {
+    case 0: return LEAN_ON;
+    case 1: return LEAN_ON | LEAN_RELU;
+    case 2: return LEAN_ON | LEAN_BIAS;
+    case 3: return LEAN_ON | LEAN_BIAS | LEAN_RELU;
+    case 4: return LEAN_ON | LEAN_BIAS | LEAN_GELU;
+    case 5: return LEAN_ON | LEAN_BIAS | LEAN_GELU | LEAN_AUX_OUT;
+    case 6: return LEAN_ON | LEAN_DGELU;
+    case 7: return LEAN_ON | LEAN_DGELU | LEAN_SUMS;
+    default: return -1;
+    }
+}
+constexpr int LEAN_KIND_COUNT = 8;
+
+/* Whether recipe f is one of the lean kinds (host and device). */
+__host__ __device__ constexpr bool lean_supported(int f)
+{
+    for (int i = 0; i < LEAN_KIND_COUNT; i++)
+        if (lean_kind(i) == f)
+            return true;
+    return false;
+}
+
 /* Rounds x and y (columns j, j + 1) to a 16-bit pair of dtype DT (0 f16, 1 bf16), x in the low
  * half; RELU: negative results to 0 in the same instruction (NaN stays NaN). */
 template <int DT, bool RELU>
@@ -860,31 +906,204 @@ __device__ __forceinline__ uint32_t pack_pair(float x, float y)
     return d;
 }
 
-/* The epilogue of the common case (p.simple: C in the operands' 16-bit dtype by TMA, nothing but
- * an optional ReLU): every chunk unrolled, each value rounded (and clamped) by one cvt per pair,
- * no register shifts, one fence and barrier per two boxes. The general epilogue (epilogue_tile)
- * runs ~1900 instructions per warp and tile, 384 of them the if-converted shifts of its loop (H200
- * ncu, MatMul+ReLU K = 64); this one about a fifth of that. (H200, MatMul+ReLU 16384 x 8192 x 64:
- * 0.217 ms general, 0.099 lean with a barrier per box, 0.089 per two.) */
-template <int DT, bool RELU, int R, int SLOTS>
-__device__ __forceinline__ void simple_tile(const sm90_params &p, const CUtensorMap *map_c, const float (&acc)[R],
-                                            stager<SLOTS> &st, int wg, int t, int64_t row0, int64_t col0)
+/* Element e (0: column j, 1: j + 1) of a packed pair of dtype DT (0 f16, 1 bf16) as fp32. */
+template <int DT>
+__device__ __forceinline__ float unpack_pair(uint32_t pair, int e)
 {
-    constexpr int B = 2; /* chunks a group (one fence and barrier) */
+    if (DT == 1)
+        return __uint_as_float(e ? pair & 0xFFFF0000u : pair << 16);
+    return __half2float(__ushort_as_half((unsigned short)(e ? pair >> 16 : pair & 0xFFFFu)));
+}
+
+/* Rounds (RELU: and clamps) chunk CH of acc to 16-bit pairs of dtype DT and writes them into the
+ * slot `ahead` places after st's current one. */
+template <int DT, bool RELU, int CH, int R, int SLOTS>
+__device__ __forceinline__ void stage_chunk(const stager<SLOTS> &st, const float (&acc)[R], int t, int ahead)
+{
+    uint32_t bits[4][2];
 #pragma unroll
-    for (int ch = 0; ch < 2 * R / CHUNK; ch += B) {
+    for (int jb = 0; jb < 4; jb++)
 #pragma unroll
-        for (int q = 0; q < B; q++) {
-            uint32_t bits[4][2];
-            const int c = ch + q;
+        for (int h = 0; h < 2; h++)
+            bits[jb][h] = pack_pair<DT, RELU>(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+    stage_pairs(st, bits, t, ahead);
+}
+
+/* The bias-gradient partial sums of chunk CH (columns from colc): per column, the sum over this
+ * warp's 16 rows, stored to its slab's row of p.partials. The 8 lanes that hold a column's rows
+ * (lane / 4 = 0..7) halve their 8 column sums three times by exchanging the half they do not keep
+ * (7 shuffles, where a full butterfly per column takes 24); lane then holds the whole sum of its
+ * column lane / 4 (= 2 jb + e), and the warp's 32 lanes store the chunk's 32 columns at once. */
+template <int CH, int R>
+__device__ __forceinline__ void column_sums(const sm90_params &p, const float (&acc)[R], int t, int64_t row0,
+                                            int64_t colc)
+{
+    const int warp = t / 32, lane = t % 32;
+    float s8[8];
 #pragma unroll
-            for (int jb = 0; jb < 4; jb++)
+    for (int jb = 0; jb < 4; jb++)
 #pragma unroll
-                for (int h = 0; h < 2; h++)
-                    bits[jb][h] = pack_pair<DT, RELU>(acc[c * 16 + jb * 4 + 2 * h], acc[c * 16 + jb * 4 + 2 * h + 1]);
-            stage_pairs(st, bits, t, q);
+        for (int e = 0; e < 2; e++)
+            s8[jb * 2 + e] = acc[CH * 16 + jb * 4 + e] + acc[CH * 16 + jb * 4 + 2 + e];
+    float s4[4], s2[2];
+    bool up = lane & 16; /* keeps the upper half, sends the lower */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        s4[i] = (up ? s8[i + 4] : s8[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s8[i] : s8[i + 4], 16);
+    up = lane & 8;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        s2[i] = (up ? s4[i + 2] : s4[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s4[i] : s4[i + 2], 8);
+    up = lane & 4;
+    const float s = (up ? s2[1] : s2[0]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s2[0] : s2[1], 4);
+    const int f = lane >> 2; /* = 4 (lane & 16) / 16 + 2 (lane & 8) / 8 + (lane & 4) / 4 */
+    const int64_t slab_row = row0 + warp * 16, j = colc + (f >> 1) * 8 + 2 * (lane % 4) + (f & 1);
+    if (slab_row < p.m && j < p.n)
+        p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
+}
+
+/* The chunk's bias (pairs in ld[2 jb]) added to both row halves. */
+template <int DT, int CH, int R>
+__device__ __forceinline__ void add_bias(float (&acc)[R], const uint32_t (&ld)[8])
+{
+#pragma unroll
+    for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const float b = unpack_pair<DT>(ld[jb * 2], e);
+            acc[CH * 16 + jb * 4 + e] += b;
+            acc[CH * 16 + jb * 4 + 2 + e] += b;
         }
-        put_boxes<B>(map_c, st, wg, t, row0, col0 + ch * CHUNK, p.m, p.n);
+}
+
+/* The lean epilogue's activation of chunk CH (ReLU is left to the rounding cvt); ld: aux_in's
+ * pairs (GELU'). */
+template <int DT, int ACT, int CH, int R>
+__device__ __forceinline__ void lean_activation(float (&acc)[R], const uint32_t (&ld)[8])
+{
+#pragma unroll
+    for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            float &v = acc[CH * 16 + jb * 4 + q];
+            if (ACT == LEAN_GELU)
+                v = dev_gelu(v);
+            else if (ACT == LEAN_DGELU)
+                v *= dev_gelu_derivative(unpack_pair<DT>(ld[jb * 2 + q / 2], q & 1));
+        }
+}
+
+/* The accumulators of this thread's rows at or past m set to 0, so that the column sums see only
+ * rows of C (a row past m is computed on A's zero fill, which an inf in B makes NaN). */
+template <int R>
+__device__ __forceinline__ void zero_rows_past_m(const sm90_params &p, float (&acc)[R], int t, int64_t row0)
+{
+    const int64_t i0 = row0 + (t / 32) * 16 + (t % 32) / 4;
+#pragma unroll
+    for (int i = 0; i < R; i++)
+        if (i0 + 8 * ((i % 4) / 2) >= p.m)
+            acc[i] = 0.0f;
+}
+
+/* One chunk of the lean epilogue F (a lean_kind): bias, aux_out, activation, column sums,
+ * C. Without aux_out two chunks share one bulk group (one fence and barrier); with it, each chunk's
+ * aux_out and C boxes do. */
+template <int DT, int F, int CH, int R, int SLOTS>
+__device__ __forceinline__ void lean_chunk(const sm90_params &p, const CUtensorMap *map_c,
+                                           const CUtensorMap *map_aux, float (&acc)[R], stager<SLOTS> &st, int wg,
+                                           int t, int64_t row0, int64_t col0, const uint32_t (&ld)[8])
+{
+    constexpr int ACT = F & LEAN_ACT_MASK;
+    const int64_t colc = col0 + CH * CHUNK;
+    if (F & LEAN_BIAS)
+        add_bias<DT, CH>(acc, ld);
+    if (F & LEAN_AUX_OUT)
+        stage_chunk<DT, false, CH>(st, acc, t, 0);
+    lean_activation<DT, ACT, CH>(acc, ld);
+    if (F & LEAN_SUMS)
+        column_sums<CH>(p, acc, t, row0, colc);
+    if (F & LEAN_AUX_OUT) {
+        stage_chunk<DT, ACT == LEAN_RELU, CH>(st, acc, t, 1);
+        const CUtensorMap *const maps[2] = {map_aux, map_c};
+        const int64_t cols[2] = {colc, colc};
+        put_group<2>(maps, cols, st, wg, t, row0, p.m, p.n);
+    } else {
+        stage_chunk<DT, ACT == LEAN_RELU, CH>(st, acc, t, CH % 2);
+        if (CH % 2 == 1) {
+            const CUtensorMap *const maps[2] = {map_c, map_c};
+            const int64_t cols[2] = {colc - CHUNK, colc};
+            put_group<2>(maps, cols, st, wg, t, row0, p.m, p.n);
+        }
+    }
+}
+
+/* The lean epilogue's chunks from CH on, each loading the aux_in or bias pairs of the chunk AHEAD
+ * places after it (ld[c % AHEAD] holds chunk c's) before its own work; compile-time recursion, so
+ * that every accumulator index is a constant (no register shifts, no loop). */
+template <int DT, int F, int CH, int AHEAD, int R, int SLOTS>
+__device__ __forceinline__ void lean_chunks(const sm90_params &p, const CUtensorMap *map_c,
+                                            const CUtensorMap *map_aux, float (&acc)[R], stager<SLOTS> &st, int wg,
+                                            int t, int64_t row0, int64_t col0, uint32_t (&ld)[AHEAD][8])
+{
+    constexpr int CHUNKS = 2 * R / CHUNK;
+    constexpr bool LOADS = (F & LEAN_BIAS) || (F & LEAN_ACT_MASK) == LEAN_DGELU;
+    if constexpr (CH < CHUNKS) {
+        uint32_t cur[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            cur[i] = ld[CH % AHEAD][i];
+        if (LOADS && CH + AHEAD < CHUNKS)
+            prefetch_chunk(p, ld[CH % AHEAD], row0, col0 + (CH + AHEAD) * CHUNK, t);
+        lean_chunk<DT, F, CH>(p, map_c, map_aux, acc, st, wg, t, row0, col0, cur);
+        lean_chunks<DT, F, CH + 1, AHEAD>(p, map_c, map_aux, acc, st, wg, t, row0, col0, ld);
+    }
+}
+
+/*
+ * The lean epilogue (p.lean: recipe F, a lean_kind; outputs in the operands' 16-bit dtype, C and
+ * aux_out by TMA, bias and aux_in as prefetched pairs): every chunk unrolled with compile-time
+ * indices, each value rounded (and ReLU-clamped) by one cvt per pair, the bias-gradient sums by
+ * halving exchanges, aux_in / bias loaded 4 chunks ahead, one fence and barrier per two boxes.
+ * pre: chunks 0 and 1's pairs, loaded by the consumer before the tile's last wgmma completed. The
+ * general epilogue (epilogue_tile) runs ~1900 instructions per warp and tile at no epilogue, 384 of
+ * them the if-converted register shifts of its loop (H200 ncu, MatMul+ReLU K = 64), ~5750 for fc1's
+ * bias + GELU + aux_out; MatMul+ReLU 16384 x 8192 x 64 took 0.217 ms general, 0.089 lean.
+ */
+template <int DT, int F, int R, int SLOTS>
+__device__ __forceinline__ void lean_tile(const sm90_params &p, const CUtensorMap *map_c, const CUtensorMap *map_aux,
+                                          float (&acc)[R], stager<SLOTS> &st, int wg, int t, int64_t row0,
+                                          int64_t col0, const uint32_t (&pre)[16])
+{
+    constexpr int AHEAD = 4, CHUNKS = 2 * R / CHUNK;
+    static_assert(CHUNKS % 2 == 0 && CHUNKS >= AHEAD, "chunks in pairs");
+    constexpr bool LOADS = (F & LEAN_BIAS) || (F & LEAN_ACT_MASK) == LEAN_DGELU;
+    uint32_t ld[AHEAD][8];
+#pragma unroll
+    for (int c = 0; c < AHEAD; c++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            ld[c][i] = c < 2 ? pre[c * 8 + i] : 0u;
+    if (LOADS) {
+#pragma unroll
+        for (int c = 2; c < AHEAD; c++)
+            prefetch_chunk(p, ld[c], row0, col0 + c * CHUNK, t);
+    }
+    if ((F & LEAN_SUMS) && row0 + 64 > p.m)
+        zero_rows_past_m(p, acc, t, row0);
+    lean_chunks<DT, F, 0, AHEAD>(p, map_c, map_aux, acc, st, wg, t, row0, col0, ld);
+}
+
+/* lean_tile with the recipe p.lean, found among lean_kind(I ..) (each a compiled variant). */
+template <int DT, int I = 0, int R, int SLOTS>
+__device__ __forceinline__ void lean_dispatch(const sm90_params &p, const CUtensorMap *map_c,
+                                              const CUtensorMap *map_aux, float (&acc)[R], stager<SLOTS> &st,
+                                              int wg, int t, int64_t row0, int64_t col0, const uint32_t (&pre)[16])
+{
+    if constexpr (I < LEAN_KIND_COUNT) {
+        if (p.lean == lean_kind(I))
+            lean_tile<DT, lean_kind(I)>(p, map_c, map_aux, acc, st, wg, t, row0, col0, pre);
+        else
+            lean_dispatch<DT, I + 1>(p, map_c, map_aux, acc, st, wg, t, row0, col0, pre);
     }
 }
 
@@ -1163,10 +1382,8 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                 if (prefetch)
                     prefetch_pairs(p, aux, row0, col0, t);
             }
-            if (p.simple && p.activation == CVF_ACTIVATION_RELU)
-                simple_tile<DT, true>(p, map_c, acc, st, wg, t, row0, col0);
-            else if (p.simple)
-                simple_tile<DT, false>(p, map_c, acc, st, wg, t, row0, col0);
+            if (p.lean)
+                lean_dispatch<DT>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
             else
                 epilogue_tile(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
         } while (next_segment(p, &c, &g));
