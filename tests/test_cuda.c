@@ -1596,6 +1596,7 @@ static void test_cut_tiles(void)
         const char *split, *cluster;
         int width;
     } shapes[] = {
+        {333, 520, 200, "1", "1", 128},     /* whole tiles 128 wide, lean GELU / GELU' recipes, rows past M */
         {296, 520, 640, "7", "1", 256},     /* 9 tiles x 10 K steps in 7 units: cuts and whole tiles */
         {136, 8, 4000, "11", "1", 128},     /* 2 tiles x 63 steps: up to 7 pieces a tile */
         {200, 264, 72, "5", "1", 128},      /* 6 tiles x 2 steps in 5 units */
@@ -1612,7 +1613,7 @@ static void test_cut_tiles(void)
         {1000, 1000, 1000, "1", "1", 128},  /* 8 x 8 tiles 128 wide */
     };
     static const int epilogues[] = {3 | 16 /* dgelu, grad */, 2 | 4 | 8 | 16 /* gelu, bias, aux_out, grad */,
-                                    1 /* relu */, 0};
+                                    1 /* relu */, 0, 2 | 4 | 8 /* gelu, bias, aux_out: fc1 */};
     static const unsigned lays[] = {0, SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED};
     uint64_t seed = 9000;
     for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)

@@ -1037,6 +1037,18 @@ __device__ __forceinline__ void lean_chunk(const sm90_params &p, const CUtensorM
     }
 }
 
+/* What chunk (row0, colc) of recipe F reads, into v: aux_in pairs (GELU'), or bias pairs (in v[2 jb]
+ * only, so that the odd slots take no registers). */
+template <int F>
+__device__ __forceinline__ void lean_prefetch(const sm90_params &p, uint32_t (&v)[8], int64_t row0, int64_t colc,
+                                              int t)
+{
+    if constexpr ((F & LEAN_ACT_MASK) == LEAN_DGELU)
+        load_aux_chunk(p, v, row0, colc, t);
+    else if constexpr ((F & LEAN_BIAS) != 0)
+        load_bias_chunk(p, v, colc, t);
+}
+
 /* The lean epilogue's chunks from CH on, each loading the aux_in or bias pairs of the chunk AHEAD
  * places after it (ld[c % AHEAD] holds chunk c's) before its own work; compile-time recursion, so
  * that every accumulator index is a constant (no register shifts, no loop). */
@@ -1046,14 +1058,13 @@ __device__ __forceinline__ void lean_chunks(const sm90_params &p, const CUtensor
                                             int t, int64_t row0, int64_t col0, uint32_t (&ld)[AHEAD][8])
 {
     constexpr int CHUNKS = 2 * R / CHUNK;
-    constexpr bool LOADS = (F & LEAN_BIAS) || (F & LEAN_ACT_MASK) == LEAN_DGELU;
     if constexpr (CH < CHUNKS) {
         uint32_t cur[8];
 #pragma unroll
         for (int i = 0; i < 8; i++)
             cur[i] = ld[CH % AHEAD][i];
-        if (LOADS && CH + AHEAD < CHUNKS)
-            prefetch_chunk(p, ld[CH % AHEAD], row0, col0 + (CH + AHEAD) * CHUNK, t);
+        if (CH + AHEAD < CHUNKS)
+            lean_prefetch<F>(p, ld[CH % AHEAD], row0, col0 + (CH + AHEAD) * CHUNK, t);
         lean_chunk<DT, F, CH>(p, map_c, map_aux, acc, st, wg, t, row0, col0, cur);
         lean_chunks<DT, F, CH + 1, AHEAD>(p, map_c, map_aux, acc, st, wg, t, row0, col0, ld);
     }
@@ -1076,18 +1087,15 @@ __device__ __forceinline__ void lean_tile(const sm90_params &p, const CUtensorMa
 {
     constexpr int AHEAD = 4, CHUNKS = 2 * R / CHUNK;
     static_assert(CHUNKS % 2 == 0 && CHUNKS >= AHEAD, "chunks in pairs");
-    constexpr bool LOADS = (F & LEAN_BIAS) || (F & LEAN_ACT_MASK) == LEAN_DGELU;
     uint32_t ld[AHEAD][8];
 #pragma unroll
     for (int c = 0; c < AHEAD; c++)
 #pragma unroll
         for (int i = 0; i < 8; i++)
             ld[c][i] = c < 2 ? pre[c * 8 + i] : 0u;
-    if (LOADS) {
 #pragma unroll
-        for (int c = 2; c < AHEAD; c++)
-            prefetch_chunk(p, ld[c], row0, col0 + c * CHUNK, t);
-    }
+    for (int c = 2; c < AHEAD; c++)
+        lean_prefetch<F>(p, ld[c], row0, col0 + c * CHUNK, t);
     if ((F & LEAN_SUMS) && row0 + 64 > p.m)
         zero_rows_past_m(p, acc, t, row0);
     lean_chunks<DT, F, 0, AHEAD>(p, map_c, map_aux, acc, st, wg, t, row0, col0, ld);
