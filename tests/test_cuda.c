@@ -1587,8 +1587,8 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
  * units that cut tiles into 2 to many pieces and units that span several tiles; split-K into 2, 3
  * and 7 K parts; 2-CTA clusters on whole tiles and on K parts, with an odd number of row tiles (a
  * pair's second tile past M) and with 192-wide tiles (three 64-column boxes of B shared unevenly);
- * tails in M, N and K, every epilogue family (the lean one of ReLU / no activation too), both
- * operand layouts. */
+ * tails in M, N and K, every epilogue family (the general loop and the lean recipes: ReLU, none,
+ * GELU' + sums, bias + GELU + aux_out), both operand layouts. */
 static void test_cut_tiles(void)
 {
     static const struct {
@@ -1640,7 +1640,8 @@ static int64_t count_nan_in_row(const cvf_matrix *m, int64_t i)
 
 /* Section: a NaN in A[2][3] makes row 2 of C NaN and nothing else, through our kernel's ReLU (as
  * on the CPU and in PyTorch): the lean epilogue's clamping cvt (16-bit C of the operands' dtype,
- * both dtypes, one and many K-slices) and the general epilogue's compare-select (f32 C; a bias). */
+ * both dtypes, one and many K-slices, with and without a bias) and the general epilogue's
+ * compare-select (f32 C; a strided bias). */
 static void test_nan(void)
 {
     static const struct {
@@ -1651,7 +1652,8 @@ static void test_nan(void)
         {300, 520, 64, 0, 1, 0},                         /* f16, lean epilogue, one K-slice */
         {300, 520, 1000, 1, 1, SUPPORT_B_TRANSPOSED},    /* bf16, lean epilogue, 16 K-slices */
         {200, 264, 72, 2, 1, 0},                         /* f16 in, f32 C: general epilogue */
-        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED}, /* bf16 with a bias: general epilogue */
+        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED | SUPPORT_VECTORS_STRIDED}, /* strided bias: general */
+        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED}, /* bf16 with a bias: the lean bias + ReLU */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],

@@ -1087,6 +1087,9 @@ __device__ __forceinline__ void lean_tile(const sm90_params &p, const CUtensorMa
 {
     constexpr int AHEAD = 4, CHUNKS = 2 * R / CHUNK;
     static_assert(CHUNKS % 2 == 0 && CHUNKS >= AHEAD, "chunks in pairs");
+    /* the rows past m are zeroed before the bias and the sums take the values before the rounding
+     * cvt's ReLU: right for GELU' alone (gelu'(0) x 0 = 0), not for a bias or a ReLU */
+    static_assert(!(F & LEAN_SUMS) || (F & ~LEAN_SUMS) == (LEAN_ON | LEAN_DGELU), "sums only with GELU' alone");
     uint32_t ld[AHEAD][8];
 #pragma unroll
     for (int c = 0; c < AHEAD; c++)
