@@ -580,6 +580,54 @@ __device__ __forceinline__ void put_box(const CUtensorMap *map, stager<SLOTS> &s
     put_group<1>(maps, cols, st, wg, t, r, m, n);
 }
 
+/* Rounds x and y (columns j, j + 1) to a 16-bit pair of dtype DT (0 f16, 1 bf16), x in the low
+ * half; RELU: negative results to 0 in the same instruction (NaN stays NaN). */
+template <int DT, bool RELU>
+__device__ __forceinline__ uint32_t pack_pair(float x, float y)
+{
+    uint32_t d;
+    if (DT == 0 && RELU)
+        asm volatile("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else if (DT == 0)
+        asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else if (RELU)
+        asm volatile("cvt.rn.relu.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    else
+        asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+    return d;
+}
+
+/* Element e (0: column j, 1: j + 1) of a packed pair of dtype DT (0 f16, 1 bf16) as fp32. */
+template <int DT>
+__device__ __forceinline__ float unpack_pair(uint32_t pair, int e)
+{
+    if (DT == 1)
+        return __uint_as_float(e ? pair & 0xFFFF0000u : pair << 16);
+    return __half2float(__ushort_as_half((unsigned short)(e ? pair >> 16 : pair & 0xFFFFu)));
+}
+
+/* Chunk CH of acc rounded (RELU: and clamped) to 16-bit pairs of dtype DT, as stage_pairs takes
+ * them: bits[8-column block][row half]. */
+template <int DT, bool RELU, int CH, int R>
+__device__ __forceinline__ void pack_chunk(const float (&acc)[R], uint32_t (&bits)[4][2])
+{
+#pragma unroll
+    for (int jb = 0; jb < 4; jb++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            bits[jb][h] = pack_pair<DT, RELU>(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
+}
+
+/* Rounds (RELU: and clamps) chunk CH of acc to 16-bit pairs of dtype DT and writes them into the
+ * slot `ahead` places after st's current one. */
+template <int DT, bool RELU, int CH, int R, int SLOTS>
+__device__ __forceinline__ void stage_chunk(const stager<SLOTS> &st, const float (&acc)[R], int t, int ahead)
+{
+    uint32_t bits[4][2];
+    pack_chunk<DT, RELU, CH>(acc, bits);
+    stage_pairs(st, bits, t, ahead);
+}
+
 /* Stores 32 columns (acc[0..16) of the chunk CH) of this warpgroup's 64 rows to out. */
 template <int CH, int R, int SLOTS>
 __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorMap *map, const float (&acc)[R],
@@ -602,20 +650,11 @@ __device__ __forceinline__ void store_chunk(const out_desc &out, const CUtensorM
     }
     const int sw = swizzle_of(lane);
     if (out.dtype != CVF_F32) {
-        uint32_t bits[4][2]; /* [8-column block][row half]: the rounded pairs of this thread */
-#pragma unroll
-        for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float x = acc[CH * 16 + jb * 4 + 2 * h], y = acc[CH * 16 + jb * 4 + 2 * h + 1];
-                if (out.dtype == CVF_F16) {
-                    __half2 v = __floats2half2_rn(x, y);
-                    bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
-                } else {
-                    __nv_bfloat162 v = __floats2bfloat162_rn(x, y);
-                    bits[jb][h] = *reinterpret_cast<uint32_t *>(&v);
-                }
-            }
+        uint32_t bits[4][2];
+        if (out.dtype == CVF_F16)
+            pack_chunk<0, false, CH>(acc, bits);
+        else
+            pack_chunk<1, false, CH>(acc, bits);
         stage_pairs(st, bits, t);
         put_box(map, st, wg, t, row0, col0 + CH * CHUNK, m, n);
     } else { /* f32: two boxes of 16 columns */
@@ -709,8 +748,7 @@ __device__ __forceinline__ void prefetch_pairs(const sm90_params &p, uint32_t (&
 /* Element e (0: column j, 1: j + 1) of a packed pair of dtype (f16 or bf16) as fp32. */
 __device__ __forceinline__ float unpack_aux(uint32_t pair, int e, int32_t dtype)
 {
-    const unsigned short bits = (unsigned short)(e ? pair >> 16 : pair & 0xFFFFu);
-    return dtype == CVF_BF16 ? __uint_as_float((uint32_t)bits << 16) : __half2float(__ushort_as_half(bits));
+    return dtype == CVF_BF16 ? unpack_pair<1>(pair, e) : unpack_pair<0>(pair, e);
 }
 
 /* The GELU backward of one 32-column chunk: acc *= gelu'(aux_in), aux_in from the prefetched
@@ -887,46 +925,6 @@ __host__ __device__ constexpr bool lean_supported(int f)
         if (lean_kind(i) == f)
             return true;
     return false;
-}
-
-/* Rounds x and y (columns j, j + 1) to a 16-bit pair of dtype DT (0 f16, 1 bf16), x in the low
- * half; RELU: negative results to 0 in the same instruction (NaN stays NaN). */
-template <int DT, bool RELU>
-__device__ __forceinline__ uint32_t pack_pair(float x, float y)
-{
-    uint32_t d;
-    if (DT == 0 && RELU)
-        asm volatile("cvt.rn.relu.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
-    else if (DT == 0)
-        asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
-    else if (RELU)
-        asm volatile("cvt.rn.relu.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
-    else
-        asm volatile("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
-    return d;
-}
-
-/* Element e (0: column j, 1: j + 1) of a packed pair of dtype DT (0 f16, 1 bf16) as fp32. */
-template <int DT>
-__device__ __forceinline__ float unpack_pair(uint32_t pair, int e)
-{
-    if (DT == 1)
-        return __uint_as_float(e ? pair & 0xFFFF0000u : pair << 16);
-    return __half2float(__ushort_as_half((unsigned short)(e ? pair >> 16 : pair & 0xFFFFu)));
-}
-
-/* Rounds (RELU: and clamps) chunk CH of acc to 16-bit pairs of dtype DT and writes them into the
- * slot `ahead` places after st's current one. */
-template <int DT, bool RELU, int CH, int R, int SLOTS>
-__device__ __forceinline__ void stage_chunk(const stager<SLOTS> &st, const float (&acc)[R], int t, int ahead)
-{
-    uint32_t bits[4][2];
-#pragma unroll
-    for (int jb = 0; jb < 4; jb++)
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            bits[jb][h] = pack_pair<DT, RELU>(acc[CH * 16 + jb * 4 + 2 * h], acc[CH * 16 + jb * 4 + 2 * h + 1]);
-    stage_pairs(st, bits, t, ahead);
 }
 
 /* The bias-gradient partial sums of chunk CH (columns from colc): per column, the sum over this
