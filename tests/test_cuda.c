@@ -1530,7 +1530,7 @@ static void test_mlp_plan(void)
  * are added in K order, whichever finished first). Unless want_whole, the schedule must cut
  * tiles (else the section would pass on whole tiles); with cluster "2" it must run pairs. */
 static void run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, int width,
-                            bool want_whole)
+                            bool want_whole, bool want_lean)
 {
     setenv("CVF_CUDA_SPLITK", split, 1);
     setenv("CVF_CUDA_CLUSTER", cluster, 1);
@@ -1558,6 +1558,8 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
                 const bool paired = strstr(info.engine, "2-CTA clusters") != NULL;
                 CHECK(paired == (strcmp(cluster, "2") == 0), "%s: ran %s", label, info.engine);
                 CHECK(info.tile_n == width, "%s: tiles %d wide", label, (int)info.tile_n);
+                CHECK((cvf_cuda_last_lean(own_ctx) > 0) == want_lean, "%s: ran the %s epilogue (recipe %d)", label,
+                      want_lean ? "general" : "lean", (int)cvf_cuda_last_lean(own_ctx));
             }
             support_buffer *outs[3] = {&g->f.c.buffer, &g->f.aux_out.buffer, &g->f.bias_grad.buffer};
             unsigned char *first[3] = {NULL, NULL, NULL};
@@ -1623,9 +1625,10 @@ static void test_cut_tiles(void)
                     continue;
                 support_matmul_case c = support_make_matmul_case(shapes[s].m, shapes[s].n, shapes[s].k,
                                                                  &combos[(s + e) % 2], epilogues[e], lays[l], seed++);
-                /* one K step or "1": nothing to cut */
+                /* one K step or "1": nothing to cut. combos 0 and 1 are all f16 / all bf16, so every
+                 * epilogue but GELU with column sums has a lean recipe. */
                 run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width,
-                                shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0);
+                                shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0, e != 1);
             }
 }
 
@@ -1648,12 +1651,13 @@ static void test_nan(void)
         int64_t m, n, k;
         int combo, epilogue;
         unsigned layout;
+        bool lean;
     } cases[] = {
-        {300, 520, 64, 0, 1, 0},                         /* f16, lean epilogue, one K-slice */
-        {300, 520, 1000, 1, 1, SUPPORT_B_TRANSPOSED},    /* bf16, lean epilogue, 16 K-slices */
-        {200, 264, 72, 2, 1, 0},                         /* f16 in, f32 C: general epilogue */
-        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED | SUPPORT_VECTORS_STRIDED}, /* strided bias: general */
-        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED}, /* bf16 with a bias: the lean bias + ReLU */
+        {300, 520, 64, 0, 1, 0, true},                      /* f16, lean epilogue, one K-slice */
+        {300, 520, 1000, 1, 1, SUPPORT_B_TRANSPOSED, true}, /* bf16, lean epilogue, 16 K-slices */
+        {200, 264, 72, 2, 1, 0, false},                     /* f16 in, f32 C: general epilogue */
+        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED | SUPPORT_VECTORS_STRIDED, false}, /* strided bias */
+        {200, 264, 136, 1, 1 | 4, SUPPORT_A_TRANSPOSED, true}, /* bf16 with a bias: the lean bias + ReLU */
     };
     for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
         support_matmul_case c = support_make_matmul_case(cases[i].m, cases[i].n, cases[i].k, &combos[cases[i].combo],
@@ -1674,6 +1678,12 @@ static void test_nan(void)
                       "%s [%s]: NaN in A[2][3]: %lld of row 2's %lld elements NaN, %lld in all (kernel %s)",
                       g->f.label, v ? "simple" : "own", (long long)in_row, (long long)c.n, (long long)total,
                       cvf_cuda_last_kernel(ctxs[v]));
+                if (v == 0 && hopper) /* the epilogue this case is about ran */
+                    CHECK(strcmp(cvf_cuda_last_kernel(own_ctx), "sm90") == 0 &&
+                              (cvf_cuda_last_lean(own_ctx) > 0) == cases[i].lean,
+                          "%s: ran %s with epilogue recipe %d, expected the %s epilogue", g->f.label,
+                          cvf_cuda_last_kernel(own_ctx), (int)cvf_cuda_last_lean(own_ctx),
+                          cases[i].lean ? "lean" : "general");
             }
         }
         if (g)

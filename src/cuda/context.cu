@@ -137,6 +137,7 @@ extern "C" cvf_status cvf_cuda_init(cvf_context *ctx, const cvf_context_options 
     const char *serial = getenv("CVF_CUDA_MLP_SERIAL");
     st->serial = serial && serial[0] == '1';
     st->last_kernel = "";
+    st->last_lean = -1;
     st->tmap_cache = cvf_cuda_tmap_cache_create(); /* NULL only disables the reuse */
     st->engine_cache = cvf_cuda_engine_cache_create(); /* NULL: the heuristic decides every call */
     make_sync_block(st);
@@ -205,4 +206,10 @@ extern "C" const char *cvf_cuda_last_kernel(const cvf_context *ctx)
 {
     const cvf_cuda_state *st = ctx && ctx->device == CVF_DEVICE_CUDA ? cvf_cuda_state_of(ctx) : NULL;
     return st && st->last_kernel ? st->last_kernel : "";
+}
+
+extern "C" int32_t cvf_cuda_last_lean(const cvf_context *ctx)
+{
+    const cvf_cuda_state *st = ctx && ctx->device == CVF_DEVICE_CUDA ? cvf_cuda_state_of(ctx) : NULL;
+    return st ? st->last_lean : -1;
 }

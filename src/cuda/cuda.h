@@ -68,6 +68,8 @@ typedef struct cvf_cuda_state {
     bool autotune;           /* CVF_CUDA_AUTOTUNE != 0: time the candidates of a new GEMM key */
     bool serial;             /* CVF_CUDA_MLP_SERIAL=1: every MLP step on the context's stream */
     const char *last_kernel; /* the engine the last GEMM ran ("sm90", "cublaslt", ...): for tests */
+    int32_t last_lean;       /* the lean epilogue recipe of the last GEMM's sm90 launch (0: the
+                                general epilogue; -1: it did not run sm90): for tests */
     void *tmap_cache;        /* encoded TMA descriptors, reused across calls (malloc'd) */
     int32_t *sync;           /* device: per lane, the fast kernel's scheduler and split-K words (zero
                                 between launches; allocated and cleared once, at context creation) */
@@ -171,6 +173,10 @@ cvf_status cvf_cuda_column_sum_on(cvf_context *ctx, cvf_cuda_launch launch, cons
 /* For white-box tests: the name of the engine the last GEMM on ctx ran ("sm90", "simple",
  * "cublaslt", "cublaslt+pass", "none" for an empty output), or "" before the first. */
 const char *cvf_cuda_last_kernel(const cvf_context *ctx);
+
+/* For white-box tests: the epilogue the last GEMM on ctx ran in the sm90 kernel, a lean recipe
+ * (> 0, a lean_kind of gemm_sm90.cuh) or the general epilogue (0); -1 when it did not run sm90. */
+int32_t cvf_cuda_last_lean(const cvf_context *ctx);
 
 /* The context's cache of engine choices (engines.cu): made at context creation, freed with it. */
 void *cvf_cuda_engine_cache_create(void);

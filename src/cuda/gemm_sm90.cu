@@ -486,6 +486,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
     p.lean = lean_recipe(&p, a->dtype, c, ep);
+    cvf_cuda_state_of(ctx)->last_lean = p.lean;
     /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
      * sized by the schedule of the product alone, which cuts at least as much as any launch's) */
     p.iters = sched.tiles * p.k_tiles;
