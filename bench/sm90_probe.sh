@@ -40,8 +40,11 @@ if [ ${#cases[@]} -eq 0 ]; then
   cases+=(matmul-relu,f16,8192,8192,8192 matmul-relu,f16,4096,4096,4096 matmul-relu,f16,8192,8192,256
           matmul-relu,f16,16384,8192,64 mlp-backward,bf16,12608,768,3072 mlp-forward,bf16,12608,768,3072)
 fi
-# An ncu case is CASE[:SKIP:COUNT]: the sm90 launches to skip and to profile (default 3 and 1; an
-# MLP backward's first four launches are its K1, K2-1, K2-2 and K2-3, forced serial by ncu).
+# An ncu case is CASE[:SKIP:COUNT[:REGEX]]: the launches of kernels whose demangled name matches
+# REGEX (default sm90_gemm_kernel) to skip and to profile (default 3 and 1; an MLP backward's first
+# four sm90 launches are its K1, K2-1, K2-2 and K2-3, forced serial by ncu, unless a plan step
+# runs elsewhere: name the kernel to be sure, e.g. K1's bf16 one (N 256, DT 1, A_MN 0, B_MN 1):
+# 'mlp-backward,bf16,12608,768,3072:0:1:\(int\)256, \(int\)1, \(int\)0, \(int\)1>').
 [ ${#ncu_cases[@]} -eq 0 ] && ncu_cases=(mlp-backward,bf16,12608,768,3072:0:4 matmul-relu,f16,16384,8192,64:3:1)
 
 . "$(dirname "$0")/steps.sh"
@@ -57,9 +60,9 @@ step build 400 cmake --build build -j 16 --target test_cuda cvfuse_cuda_bench ||
 wait
 [ -n "$base" ] && tail -2 /tmp/base.log | tee -a "$LOG"
 grep -E "spill" "$LOG" | sort | uniq -c
-# The SASS of the bf16 kernel with K-major A and N-major B (the MLP's K1), for reading here.
+# The SASS of the bf16 kernel 256 wide with K-major A and N-major B (the MLP's K1), for reading here.
 obj=$(find build -name 'gemm_sm90_bf16.cu.o' | head -n 1)
-[ -n "$obj" ] && cuobjdump -sass -fun '_ZN4sm9016sm90_gemm_kernelILi1ELi0ELi1EEEv14CUtensorMap_stS1_S1_S1_NS_11sm90_paramsE' \
+[ -n "$obj" ] && cuobjdump -sass -fun '_ZN4sm9016sm90_gemm_kernelILi256ELi1ELi0ELi1EEEv14CUtensorMap_stS1_S1_S1_NS_11sm90_paramsE' \
   "$obj" >"$OUT/sass_bf16_01.txt" 2>&1
 [ -f "$OUT/sass_bf16_01.txt" ] && say "SASS: $(wc -l <"$OUT/sass_bf16_01.txt") lines, $(grep -c MUFU "$OUT/sass_bf16_01.txt") MUFU, $(grep -cE 'STL|LDL' "$OUT/sass_bf16_01.txt") local"
 step smoke 120 build/tests/test_cuda --quick || { say "smoke failed"; grep -E "FAIL|passed" "$LOG" | head -30; exit 1; }
@@ -109,8 +112,9 @@ PY
 if [ $ncu -eq 1 ]; then
   idx=0
   for spec in "${ncu_cases[@]}"; do
-    IFS=: read -r c skip count <<<"$spec"
-    CVF_CUDA_ENGINE=own step "ncu $spec" 240 ncu --clock-control none -k regex:sm90_gemm_kernel \
+    IFS=: read -r c skip count kernel <<<"$spec"
+    CVF_CUDA_ENGINE=own step "ncu $spec" 240 ncu --clock-control none --kernel-name-base demangled \
+      -k "regex:${kernel:-sm90_gemm_kernel}" \
       --launch-skip "${skip:-3}" --launch-count "${count:-1}" \
       --section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
       --section WarpStateStats --section SchedulerStats --section SourceCounters --section Occupancy \
