@@ -202,14 +202,20 @@ cvf_status cvf_cuda_check(cvf_context *ctx, int error, const char *what)
                     cudaGetErrorString((cudaError_t)error));
 }
 
+/* ctx's CUDA state, or NULL when ctx is not a CUDA context (the white-box getters below). */
+static const cvf_cuda_state *cuda_state_if(const cvf_context *ctx)
+{
+    return ctx && ctx->device == CVF_DEVICE_CUDA ? cvf_cuda_state_of(ctx) : NULL;
+}
+
 extern "C" const char *cvf_cuda_last_kernel(const cvf_context *ctx)
 {
-    const cvf_cuda_state *st = ctx && ctx->device == CVF_DEVICE_CUDA ? cvf_cuda_state_of(ctx) : NULL;
+    const cvf_cuda_state *st = cuda_state_if(ctx);
     return st && st->last_kernel ? st->last_kernel : "";
 }
 
 extern "C" int32_t cvf_cuda_last_lean(const cvf_context *ctx)
 {
-    const cvf_cuda_state *st = ctx && ctx->device == CVF_DEVICE_CUDA ? cvf_cuda_state_of(ctx) : NULL;
+    const cvf_cuda_state *st = cuda_state_if(ctx);
     return st ? st->last_lean : -1;
 }

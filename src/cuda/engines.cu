@@ -448,14 +448,13 @@ cvf_status cvf_cuda_gemm(cvf_context *ctx, cvf_cuda_launch launch, const cvf_mat
                          const cvf_matrix *c, const cvf_epilogue *ep, void *workspace, bool may_time)
 {
     cvf_cuda_state *st = cvf_cuda_state_of(ctx);
+    st->last_lean = -1; /* until an sm90 launch of this call sets it */
     if (c->cols == 0) {
         st->last_kernel = "none";
-        st->last_lean = -1;
         return CVF_STATUS_SUCCESS;
     }
     if (c->rows == 0) { /* sums over no rows: bias_grad = 0 */
         st->last_kernel = "none";
-        st->last_lean = -1;
         return ep->bias_grad ? cvf_cuda_combine_partials(ctx, launch, (const float *)workspace, 0, c->cols,
                                                          ep->bias_grad)
                              : CVF_STATUS_SUCCESS;
@@ -463,7 +462,7 @@ cvf_status cvf_cuda_gemm(cvf_context *ctx, cvf_cuda_launch launch, const cvf_mat
     cvf_cuda_engine engine;
     cache_entry *e = choose(ctx, launch, a, b, c, ep, workspace, may_time, &engine);
     st->last_kernel = cvf_cuda_engine_name(engine);
-    st->last_lean = -1; /* set by the sm90 launch below, if it runs */
+    st->last_lean = -1; /* choose's timing runs may have launched sm90: only the run below counts */
     return run_engine(ctx, launch, e, engine, a, b, c, ep, workspace);
 }
 
