@@ -1560,6 +1560,14 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
                 CHECK(info.tile_n == width, "%s: tiles %d wide", label, (int)info.tile_n);
                 CHECK((cvf_cuda_last_lean(own_ctx) > 0) == want_lean, "%s: ran the %s epilogue (recipe %d)", label,
                       want_lean ? "general" : "lean", (int)cvf_cuda_last_lean(own_ctx));
+                const char *warps_env = getenv("CVF_CUDA_EPI_WARPS");
+                const bool want_warps = want_lean && width == 256 && ep.activation == CVF_ACTIVATION_DGELU_TANH &&
+                                        !ep.bias && ep.aux_in->row_stride % 8 == 0 &&
+                                        (uintptr_t)ep.aux_in->data % 16 == 0 &&
+                                        !(warps_env && strcmp(warps_env, "0") == 0);
+                CHECK(((cvf_cuda_last_lean(own_ctx) & CVF_CUDA_LEAN_WARPS) != 0) == want_warps,
+                      "%s: the epilogue %s in the epilogue warpgroup (recipe %d)", label,
+                      want_warps ? "did not run" : "ran", (int)cvf_cuda_last_lean(own_ctx));
             }
             support_buffer *outs[3] = {&g->f.c.buffer, &g->f.aux_out.buffer, &g->f.bias_grad.buffer};
             unsigned char *first[3] = {NULL, NULL, NULL};
@@ -1627,8 +1635,15 @@ static void test_cut_tiles(void)
                                                                  &combos[(s + e) % 2], epilogues[e], lays[l], seed++);
                 /* one K step or "1": nothing to cut. combos 0 and 1 are all f16 / all bf16, so every
                  * epilogue but GELU with column sums has a lean recipe. */
-                run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width,
-                                shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0, e != 1);
+                const bool whole = shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0;
+                run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, e != 1);
+                const char *warps = getenv("CVF_CUDA_EPI_WARPS");
+                if (e == 0 && shapes[s].width == 256 && !(warps && strcmp(warps, "0") == 0)) {
+                    /* GELU' 256 wide ran in the epilogue warpgroup: again in the consumers */
+                    setenv("CVF_CUDA_EPI_WARPS", "0", 1);
+                    run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, true);
+                    unsetenv("CVF_CUDA_EPI_WARPS");
+                }
             }
 }
 

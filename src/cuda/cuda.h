@@ -175,8 +175,10 @@ cvf_status cvf_cuda_column_sum_on(cvf_context *ctx, cvf_cuda_launch launch, cons
 const char *cvf_cuda_last_kernel(const cvf_context *ctx);
 
 /* For white-box tests: the epilogue the last GEMM on ctx ran in the sm90 kernel, a lean recipe
- * (> 0, a lean_kind of gemm_sm90.cuh) or the general epilogue (0); -1 when it did not run sm90. */
+ * (> 0, a lean_kind of gemm_sm90.cuh, with CVF_CUDA_LEAN_WARPS set when it ran in the epilogue
+ * warpgroup's kernel) or the general epilogue (0); -1 when it did not run sm90. */
 int32_t cvf_cuda_last_lean(const cvf_context *ctx);
+#define CVF_CUDA_LEAN_WARPS 64
 
 /* The context's cache of engine choices (engines.cu): made at context creation, freed with it. */
 void *cvf_cuda_engine_cache_create(void);

@@ -148,6 +148,40 @@ __device__ __forceinline__ float dev_gelu_derivative(float x)
     return fmaf(xc * q, tr * r, s);
 }
 
+/* dev_gelu_derivative of W values at once, step by step across them (the same operations per value,
+ * so the same bits): written value by value, ptxas kept each value's ~17-deep chain of dependent
+ * FMA / MUFU operations whole, one after another, and a warp that is alone on its scheduler (the
+ * sm90 kernel's epilogue warps) waited out every latency (docs/PERF.md issue 12 part 6: K1 0.40 ->
+ * 0.32 ms at 16448 x 4096 x 1024). The consumers' lean epilogue, two warps a scheduler, gained
+ * nothing from it and keeps the scalar form. */
+template <int W>
+__device__ __forceinline__ void dev_gelu_derivative_n(const float (&x)[W], float (&g)[W])
+{
+    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
+    float xc[W], x2[W], u[W], t[W], r[W];
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        xc[i] = dev_clamp_nan(x[i], -1e10f, 1e10f);
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        x2[i] = xc[i] * xc[i];
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        u[i] = k * xc[i] * fmaf(c, x2[i], 1.0f);
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        t[i] = dev_exp2_approx(-2.8853900817779268f * fabsf(u[i]));
+#pragma unroll
+    for (int i = 0; i < W; i++)
+        r[i] = dev_rcp_approx(1.0f + t[i]);
+#pragma unroll
+    for (int i = 0; i < W; i++) {
+        const float tr = t[i] * r[i], s = u[i] >= 0.0f ? r[i] : tr;
+        const float q = fmaf(6.0f * k * c, x2[i], 2.0f * k);
+        g[i] = fmaf(xc[i] * q, tr * r[i], s);
+    }
+}
+
 /* The exact GELU x Phi(x), Phi(x) = normcdf(x) (CUDA's, accurate in both tails). */
 __device__ __forceinline__ float dev_gelu_erf(float x)
 {

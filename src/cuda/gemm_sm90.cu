@@ -17,6 +17,10 @@
  *     output dtype, and the stores, 32 columns at a time through a per-warpgroup shared buffer
  *     so that global stores are 16-byte and coalesced. The producer meanwhile fills the ring
  *     with the next tile's slices.
+ *   or, for GELU' (K1 of the MLP backward) on 256-wide tiles, the epilogue warpgroup's kernel
+ *     (gemm_sm90.cuh, epilogue_warps; 512 threads): the consumers round the tile to 16 bits into
+ *     shared memory and go on with the next tile while a fourth warpgroup runs the GELU', the
+ *     bias-gradient sums and the stores.
  * The work is the tiles' K-slices, tile after tile in a grouped order (GROUP_M row tiles per
  * group, then along N, so that the CTAs running at one time share A rows and B columns in L2),
  * cut into units handed out by an atomic counter the producer reads when a stage is free: CTAs
@@ -446,6 +450,19 @@ static int32_t lean_recipe(const sm90_params *p, cvf_dtype dt, const cvf_matrix 
     return lean_supported(f) ? f : 0;
 }
 
+/* Whether the recipe of p (set) runs in the epilogue warpgroup's kernel (LEAN_WARPS): GELU' +- the
+ * bias-gradient sums on 256-wide tiles, aux_in's rows 16-byte aligned (the epilogue warps load 8
+ * values at once), unless CVF_CUDA_EPI_WARPS=0 (kept for measurements and tests). */
+static bool use_epilogue_warps(const sm90_params *p, const cvf_epilogue *ep)
+{
+    if ((p->lean & ~LEAN_SUMS) != (LEAN_ON | LEAN_DGELU) || p->tile_n != 256)
+        return false;
+    if (ep->aux_in->row_stride % 8 != 0 || (uintptr_t)ep->aux_in->data % 16 != 0)
+        return false;
+    const char *env = getenv("CVF_CUDA_EPI_WARPS");
+    return !(env && strcmp(env, "0") == 0);
+}
+
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
                                 const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial)
 {
@@ -486,6 +503,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
     p.lean = lean_recipe(&p, a->dtype, c, ep);
+    if (use_epilogue_warps(&p, ep))
+        p.lean |= LEAN_WARPS;
     cvf_cuda_state_of(ctx)->last_lean = p.lean;
     /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
      * sized by the schedule of the product alone, which cuts at least as much as any launch's) */

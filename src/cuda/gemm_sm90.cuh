@@ -34,7 +34,13 @@ constexpr int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* The geometry of a tile N columns wide: R accumulators per consumer thread (its 64 rows x N), the
+/* The epilogue warpgroup's kernel (EW, see epilogue_warps): 512 threads, and per consumer
+ * warpgroup the [tm, tn] of the half tile handed off and of the one it multiplies now. */
+constexpr int THREADS_EW = 512;
+constexpr int HANDOFF_FIXED_BYTES = 8 * 4; /* per consumer warpgroup [tm, tn] handed off, [tm, tn] announced */
+constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
+
+/* The geometry of a tile N columns wide (EW: for the epilogue warpgroup's kernel): R accumulators per consumer thread (its 64 rows x N), the
  * B stage, the ring's depth, the output slots per consumer warpgroup, and the shared memory: 1 KB
  * alignment slack, the ring, the output staging, then the ring's "full", "empty" and (2-CTA
  * clusters) "mail" mbarriers, the unit id of each stage (set by the producer with the first K-slice
@@ -43,22 +49,27 @@ constexpr int min_int(int a, int b)
  * deeper ring in the same ~227 KB; the output staging takes what the ring leaves, up to MAX_SLOTS
  * (a ring of 3 stages with 10 slots a warpgroup measured no faster than 4 and 4 at 128 x 256, even
  * at K = 64: docs/PERF.md issue 12 part 3). */
-template <int N>
+template <int N, bool EW = false>
 struct tile_cfg {
     static_assert(N == 128 || N == 192 || N == 256, "tile width");
+    static_assert(!EW || N == 256, "the epilogue warpgroup's kernel is 256 wide");
     static constexpr int R = N / 2;
     static constexpr int B_STAGE = N * BK * 2;
-    static constexpr int STAGES = N == 128 ? 6 : 4;
-    static constexpr int FIXED_BYTES = 1024 + 3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES;
+    static constexpr int STAGES = EW ? 3 : N == 128 ? 6 : 4;
+    static constexpr int FIXED_BYTES =
+        1024 + 3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES + (EW ? HANDOFF_FIXED_BYTES : 0);
     static constexpr int RING_BYTES = STAGES * (A_STAGE + B_STAGE);
-    static constexpr int SLOTS = min_int(MAX_SLOTS, (SMEM_LIMIT - FIXED_BYTES - RING_BYTES) / (2 * SLOT_BYTES));
-    static constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* a warpgroup's output staging */
+    static constexpr int SLOTS =
+        EW ? HANDOFF_SLOTS : min_int(MAX_SLOTS, (SMEM_LIMIT - FIXED_BYTES - RING_BYTES) / (2 * SLOT_BYTES));
+    static constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* a warpgroup's output staging (EW: its handoff) */
     static constexpr int SMEM_BYTES = FIXED_BYTES + RING_BYTES + 2 * STAGE_BYTES;
-    static_assert(SLOTS >= 4, "output staging");
+    static_assert(EW || SLOTS >= 4, "output staging");
+    static_assert(SMEM_BYTES <= SMEM_LIMIT, "shared memory");
 };
 /* The most shared memory any width takes (the device must offer it). */
 constexpr int SMEM_BYTES_MAX =
-    max_int(tile_cfg<128>::SMEM_BYTES, max_int(tile_cfg<192>::SMEM_BYTES, tile_cfg<256>::SMEM_BYTES));
+    max_int(max_int(tile_cfg<128>::SMEM_BYTES, tile_cfg<192>::SMEM_BYTES),
+            max_int(tile_cfg<256>::SMEM_BYTES, tile_cfg<256, true>::SMEM_BYTES));
 static_assert(SMEM_BYTES_MAX <= SMEM_LIMIT, "shared memory");
 /* An exchange slot: the accumulators of a whole tile of the widest width (narrower ones use the
  * start of it); within it, consumer warpgroup wg's half at wg x 128 x R. */
@@ -530,19 +541,25 @@ __device__ __forceinline__ int swizzle_of(int lane)
 }
 
 /* Writes the 16-bit pairs of one 32-column chunk ([8-column block jb][row half h]) of consumer
- * thread t into slot `ahead` places after the current one of st, in the TMA's 64-byte swizzle
- * (bank-conflict free). */
-template <int SLOTS>
-__device__ __forceinline__ void stage_pairs(const stager<SLOTS> &st, const uint32_t (&bits)[4][2], int t,
-                                            int ahead = 0)
+ * thread t into a box (64 rows x 64 bytes), in the TMA's 64-byte swizzle (bank-conflict free): row
+ * r's 16-byte unit u (its columns 8 u .. 8 u + 7) at r x 64 + ((u ^ ((r / 2) % 4)) x 16). */
+__device__ __forceinline__ void stage_pairs_at(unsigned char *box, const uint32_t (&bits)[4][2], int t)
 {
     const int warp = t / 32, lane = t % 32, sw = swizzle_of(lane);
-    unsigned char *row = slot_buf(st) + ahead * SLOT_BYTES + (warp * 16 + lane / 4) * 64 + 4 * (lane % 4);
+    unsigned char *row = box + (warp * 16 + lane / 4) * 64 + 4 * (lane % 4);
 #pragma unroll
     for (int jb = 0; jb < 4; jb++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
             *reinterpret_cast<uint32_t *>(row + h * 512 + ((jb ^ sw) << 4)) = bits[jb][h];
+}
+
+/* stage_pairs_at the slot `ahead` places after st's current one. */
+template <int SLOTS>
+__device__ __forceinline__ void stage_pairs(const stager<SLOTS> &st, const uint32_t (&bits)[4][2], int t,
+                                            int ahead = 0)
+{
+    stage_pairs_at(slot_buf(st) + ahead * SLOT_BYTES, bits, t);
 }
 
 /* Hands the B boxes just written to the current slot and the B - 1 after it to the TMA, as one
@@ -897,6 +914,10 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
  * the general epilogue). The activation is in bits 4-5. */
 constexpr int LEAN_ON = 1, LEAN_BIAS = 2, LEAN_AUX_OUT = 4, LEAN_SUMS = 8;
 constexpr int LEAN_RELU = 1 << 4, LEAN_GELU = 2 << 4, LEAN_DGELU = 3 << 4, LEAN_ACT_MASK = 3 << 4;
+/* Beside a recipe: it runs in the epilogue warpgroup's kernel (EW, epilogue_warps), not in the
+ * consumers (the host sets it for GELU' +- sums, 256-wide tiles, aux_in rows 16-byte aligned). */
+constexpr int LEAN_WARPS = 1 << 6;
+static_assert(LEAN_WARPS == CVF_CUDA_LEAN_WARPS, "the tests' name of it");
 /* The recipes compiled into every kernel, lean_kind(0 .. LEAN_KIND_COUNT) (the host picks one of
  * them or the general epilogue):
  * plain and ReLU, with and without bias (MatMul+ReLU, the plain GEMMs, fc2); bias + GELU with and
@@ -1216,7 +1237,7 @@ __device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &r
  * K-slices, segment after segment. A -1 unit id tells the consumers to stop. The last CTA to
  * finish resets the counters for the next launch.
  */
-template <int N, int A_MN, int B_MN>
+template <int N, int A_MN, int B_MN, bool EW>
 __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, const CUtensorMap *map_a,
                                          const CUtensorMap *map_b)
 {
@@ -1246,7 +1267,7 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
                     mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
                 waited = false;
                 load_slice<N, A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
-                advance<tile_cfg<N>::STAGES>(r);
+                advance<tile_cfg<N, EW>::STAGES>(r);
             }
         } while (next_segment(p, &c, &g));
     }
@@ -1268,9 +1289,23 @@ __device__ __forceinline__ void release_stage(const sm90_params &p, const ring &
         asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(peer_addr(bar, rg.rank ^ 1)) : "memory");
 }
 
-/* Issues this warpgroup's wgmmas of the K-slice in stage r (its 64 rows of A, all of B) into acc,
- * as one committed group; accumulate: add to acc (else overwrite it). */
+/* One m64nNk16 wgmma of dtype DT (0 f16, 1 bf16) into acc (N = 2 R). */
 template <int DT, int A_MN, int B_MN, int R>
+__device__ __forceinline__ void wgmma_k16(float (&acc)[R], uint64_t da, uint64_t db, int scale_d)
+{
+    if (DT == 0)
+        wgmma_m64k16_f16<A_MN, B_MN>(acc, da, db, scale_d);
+    else
+        wgmma_m64k16_bf16<A_MN, B_MN>(acc, da, db, scale_d);
+}
+
+/* Issues this warpgroup's wgmmas of the K-slice in stage r (its 64 rows of A, all of B) into acc,
+ * as one committed group; accumulate: add to acc (else overwrite it). HALVES: each k16 step as two
+ * m64n(N/2) wgmmas on the two column halves (acc[0, R/2) and acc[R/2, R) in the fragment layout; B's
+ * half starts N/2 x 128 bytes in, for either layout): at 512 threads ptxas checks every
+ * instruction against the 128 registers a thread has at entry, which an m64n256 wgmma's 128
+ * accumulators exceed, whatever setmaxnreg gives the code around it. */
+template <int DT, int A_MN, int B_MN, bool HALVES, int R>
 __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, float (&acc)[R], int wg,
                                             bool accumulate)
 {
@@ -1285,10 +1320,16 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
     for (int kk = 0; kk < BK / 16; kk++) {
         uint64_t da = A_MN ? make_desc(a_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(a_base + kk * 32, 16, 1024);
         uint64_t db = B_MN ? make_desc(b_base + kk * 2048, mn_lbo, mn_sbo) : make_desc(b_base + kk * 32, 16, 1024);
-        if (DT == 0)
-            wgmma_m64k16_f16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
-        else
-            wgmma_m64k16_bf16<A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
+        if constexpr (HALVES) {
+            float(&lo)[R / 2] = *reinterpret_cast<float(*)[R / 2]>(&acc[0]);
+            float(&hi)[R / 2] = *reinterpret_cast<float(*)[R / 2]>(&acc[R / 2]);
+            const uint64_t db_hi = B_MN ? make_desc(b_base + R * 128 + kk * 2048, mn_lbo, mn_sbo)
+                                        : make_desc(b_base + R * 128 + kk * 32, 16, 1024);
+            wgmma_k16<DT, A_MN, B_MN>(lo, da, db, accumulate || kk > 0);
+            wgmma_k16<DT, A_MN, B_MN>(hi, da, db_hi, accumulate || kk > 0);
+        } else {
+            wgmma_k16<DT, A_MN, B_MN>(acc, da, db, accumulate || kk > 0);
+        }
     }
     wgmma_commit();
     fence_acc(acc);
@@ -1301,7 +1342,7 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
  * is done (a unit's first slice, waited on to read the unit id).
  */
-template <int DT, int A_MN, int B_MN, int R>
+template <int DT, int A_MN, int B_MN, bool EW, int R>
 __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g,
                                          bool first_waited, float (&acc)[R], int wg, int t, int *last)
 {
@@ -1309,7 +1350,7 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
     for (int32_t kt = g.kt0; kt < g.kt1; kt++) {
         if (kt != g.kt0 || !first_waited)
             mbar_wait(rg.full0 + 8 * r.stage, r.phase);
-        issue_slice<DT, A_MN, B_MN>(rg, r, acc, wg, kt > g.kt0);
+        issue_slice<DT, A_MN, B_MN, EW>(rg, r, acc, wg, kt > g.kt0);
         if (prev >= 0) { /* the previous slice's wgmmas are done: give its stage back */
             wgmma_wait<1>();
             fence_acc(acc);
@@ -1317,7 +1358,7 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
                 release_stage(p, rg, prev);
         }
         prev = r.stage;
-        advance<tile_cfg<2 * R>::STAGES>(r);
+        advance<tile_cfg<2 * R, EW>::STAGES>(r);
     }
     *last = prev;
 }
@@ -1341,18 +1382,84 @@ __device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, c
 }
 
 /*
- * A consumer warpgroup (rows [64 wg, 64 wg + 64) of each tile): for every unit, every segment:
- * the mainloop, then the epilogue of a whole tile, or the stream-K exchange of a piece of a cut
- * tile (the last piece to finish runs the epilogue).
+ * The handoff of the epilogue warpgroup's kernel (EW): per consumer warpgroup, its finished
+ * 64 x 256 half tile rounded to 16 bits, chunk c (32 columns) in box c of buf in the TMA's 64-byte
+ * swizzle (stage_pairs_at), with [tm, tn] of the tile, or tm = -1: no more. Two named barriers
+ * of the 128 consumer threads and the 64 of the two epilogue warps serving the warpgroup order it
+ * (bar.arrive releases, bar.sync acquires; no spinning, unlike an mbarrier's try_wait): "full",
+ * which the consumers arrive on once written and the epilogue warps sync on, and "empty", the
+ * other way round once the epilogue warps' TMA stores have read the boxes (and once at the start:
+ * the buffer starts empty). compute-sanitizer's racecheck does not follow this arrive / sync
+ * ordering (nor the mbarrier one it replaced) and reports the boxes' writes and reads as hazards:
+ * docs/PERF.md, issue 12 part 6. One half at a time: the consumers finish a tile's mainloop about
+ * when the epilogue of the one before ends.
  */
-template <int N, int DT, int A_MN, int B_MN>
+constexpr int HANDOFF_BARRIER = 3;             /* full: 3 + 2 wg, empty: 4 + 2 wg (1, 2: put_group's) */
+constexpr int HANDOFF_THREADS = 128 + 2 * 32;
+
+struct handoff {
+    unsigned char *buf;
+    int full, empty; /* named barrier ids */
+    int32_t *tile;
+    int32_t *next; /* [tm, tn] of the tile whose mainloop the warpgroup runs now (a hint), or -1 */
+};
+
+__device__ __forceinline__ void named_arrive(int id, int threads)
+{
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ handoff handoff_of(unsigned char *buf, int32_t *tiles, int wg)
+{
+    handoff h;
+    h.buf = buf + wg * tile_cfg<BN_MAX, true>::STAGE_BYTES;
+    h.full = HANDOFF_BARRIER + 2 * wg;
+    h.empty = HANDOFF_BARRIER + 2 * wg + 1;
+    h.tile = tiles + 2 * wg;
+    h.next = tiles + 4 + 2 * wg;
+    return h;
+}
+
+/* Chunks CH.. of acc rounded to 16-bit pairs of dtype DT into the handoff's boxes. */
+template <int DT, int CH, int R>
+__device__ __forceinline__ void handoff_chunks(unsigned char *buf, const float (&acc)[R], int t)
+{
+    if constexpr (CH < 2 * R / CHUNK) {
+        uint32_t bits[4][2];
+        pack_chunk<DT, false, CH>(acc, bits);
+        stage_pairs_at(buf + CH * SLOT_BYTES, bits, t);
+        handoff_chunks<DT, CH + 1>(buf, acc, t);
+    }
+}
+
+/* A consumer warpgroup hands its half of tile (tm, tn) (tm = -1: the end) to the epilogue warps,
+ * once they are done with the one before. */
+template <int DT, int R>
+__device__ __forceinline__ void handoff_put(const handoff &h, const float (&acc)[R], int t, int32_t tm, int32_t tn)
+{
+    named_barrier(h.empty, HANDOFF_THREADS);
+    if (tm >= 0)
+        handoff_chunks<DT, 0>(h.buf, acc, t);
+    if (t == 0) {
+        atomicExch(h.tile, tm);
+        atomicExch(h.tile + 1, tn);
+    }
+    named_arrive(h.full, HANDOFF_THREADS);
+}
+
+/*
+ * A consumer warpgroup (rows [64 wg, 64 wg + 64) of each tile): for every unit, every segment:
+ * the mainloop, then the epilogue of a whole tile (EW: the handoff to the epilogue warps), or the
+ * stream-K exchange of a piece of a cut tile (the last piece to finish runs the epilogue).
+ */
+template <int N, int DT, int A_MN, int B_MN, bool EW>
 __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, const CUtensorMap *map_c,
                                          const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
-                                         volatile int32_t *xchg)
+                                         volatile int32_t *xchg, const handoff &h)
 {
-    using CFG = tile_cfg<N>;
+    using CFG = tile_cfg<N, EW>;
     stager<CFG::SLOTS> st = consumer_stager<CFG::SLOTS>(p, map_c, map_aux, staging, wg, t);
-    const bool prefetch = p.aux_packed || p.bias_packed;
+    const bool prefetch = !EW && (p.aux_packed || p.bias_packed);
     float acc[CFG::R];
 #pragma unroll
     for (int i = 0; i < CFG::R; i++)
@@ -1368,7 +1475,11 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            mainloop<DT, A_MN, B_MN>(p, rg, r, g, first_waited, acc, wg, t, &last);
+            if (EW && t == 0) { /* announce the tile to the epilogue warps (ew's first loads) */
+                atomicExch(h.next, g.tm);
+                atomicExch(h.next + 1, g.tn);
+            }
+            mainloop<DT, A_MN, B_MN, EW>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
             const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * N;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
@@ -1391,21 +1502,193 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                 if (prefetch)
                     prefetch_pairs(p, aux, row0, col0, t);
             }
-            if (p.lean)
+            if constexpr (EW)
+                handoff_put<DT>(h, acc, t, g.tm, g.tn);
+            else if (p.lean)
                 lean_dispatch<DT>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
             else
                 epilogue_tile(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
         } while (next_segment(p, &c, &g));
     }
-    if (t == 0)
+    if constexpr (EW)
+        handoff_put<DT>(h, acc, t, -1, 0);
+    else if (t == 0)
         bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
+}
+
+/* aux_in's 8 columns [col, col + 8) of row i (16-byte aligned: aux_in's rows are, in the EW kernel)
+ * as packed 16-bit values; inside: all of them in the matrix, else those outside read as 0. */
+__device__ __forceinline__ uint4 load_aux8(const sm90_params &p, int64_t i, int64_t col, bool inside)
+{
+    const unsigned short *e = static_cast<const unsigned short *>(p.aux_in.data) + i * p.aux_in.rs + col;
+    if (inside)
+        return __ldg(reinterpret_cast<const uint4 *>(e));
+    unsigned short v[8];
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        v[q] = i < p.m && col + q < p.n ? __ldg(e + q) : (unsigned short)0;
+    return make_uint4(v[0] | (uint32_t)v[1] << 16, v[2] | (uint32_t)v[3] << 16, v[4] | (uint32_t)v[5] << 16,
+                      v[6] | (uint32_t)v[7] << 16);
+}
+
+/* Word w of a uint4. */
+__device__ __forceinline__ uint32_t word_of(const uint4 &v, int w)
+{
+    return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
+}
+
+/* The bias-gradient partial sum of a 16-row slab: s8 holds this lane's 8 columns (of its 16-byte
+ * unit u = lane % 4) summed over its two rows; the 8 lanes of the unit (lane / 4 = 0..7) halve
+ * them three times (7 shuffles), after which lane holds the slab's sum of column 8 u + lane / 4. */
+__device__ __forceinline__ float slab_column_sum(const float (&s8)[8], int lane)
+{
+    float s4[4], s2[2];
+    bool up = lane & 16;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        s4[i] = (up ? s8[i + 4] : s8[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s8[i] : s8[i + 4], 16);
+    up = lane & 8;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        s2[i] = (up ? s4[i + 2] : s4[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s4[i] : s4[i + 2], 8);
+    up = lane & 4;
+    return (up ? s2[1] : s2[0]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s2[0] : s2[1], 4);
+}
+
+/*
+ * One epilogue warp's GELU' of a handed-off chunk (64 rows x 32 columns at (row0, colc), in box):
+ * lane takes 16-byte unit u = lane % 4 (columns 8 u ..) of rows lane / 4 + 8 i, i = 0..7, reads the
+ * rounded product and aux_in's 8 values, writes C's 16-bit values back in place, adds the
+ * bias-gradient sums of each 16-row slab (sums), and stores the box by TMA. aux_in is loaded 4
+ * units ahead: av[i % 4] holds unit i's on entry to unit i, which then loads unit i + 4's (units
+ * 8..11 being units 0..3 of the chunk at next_colc, if next). INSIDE: every row and column of this
+ * chunk and the next is in the matrix (no bounds checks).
+ */
+template <int DT, bool INSIDE>
+__device__ __forceinline__ void ew_chunk(const sm90_params &p, const CUtensorMap *map_c, unsigned char *box,
+                                         int64_t row0, int64_t colc, uint4 (&av)[4], bool next, int64_t next_colc,
+                                         bool sums, int lane)
+{
+    const int u = lane & 3, rq = lane >> 2, sw = (lane >> 3) & 3;
+    unsigned char *cell0 = box + rq * 64 + ((u ^ sw) << 4);
+    float s8[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const int64_t row = row0 + rq + 8 * i;
+        uint4 *cell = reinterpret_cast<uint4 *>(cell0 + i * 512);
+        const uint4 v = *cell, a = av[i % 4];
+        if (i < 4)
+            av[i % 4] = load_aux8(p, row + 32, colc + 8 * u, INSIDE);
+        else if (next)
+            av[i % 4] = load_aux8(p, row - 32, next_colc + 8 * u, INSIDE);
+        float x[8], y[8];
+        uint32_t out[4];
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            x[q] = unpack_pair<DT>(word_of(a, q / 2), q % 2);
+        dev_gelu_derivative_n(x, y);
+#pragma unroll
+        for (int q = 0; q < 8; q++)
+            y[q] *= unpack_pair<DT>(word_of(v, q / 2), q % 2);
+#pragma unroll
+        for (int w = 0; w < 4; w++)
+            out[w] = pack_pair<DT, false>(y[2 * w], y[2 * w + 1]);
+        *cell = make_uint4(out[0], out[1], out[2], out[3]);
+        if (sums) {
+            const bool row_in = INSIDE || row < p.m; /* a row past m is A's zero fill (NaN with an inf in B) */
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                s8[q] = (i % 2 ? s8[q] : 0.0f) + (row_in ? y[q] : 0.0f);
+            if (i % 2) {
+                const float s = slab_column_sum(s8, lane);
+                const int64_t slab_row = row0 + 16 * (i / 2), j = colc + 8 * u + rq;
+                if (INSIDE || (slab_row < p.m && j < p.n))
+                    p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
+            }
+        }
+    }
+    fence_proxy_async();
+    __syncwarp();
+    if (lane == 0 && colc < p.n) {
+        tma_store_2d(map_c, smem_addr(box), (int32_t)colc, (int32_t)row0);
+        bulk_commit();
+    }
+}
+
+/* aux_in of the first 4 units of an epilogue warp's first chunk e of the half tile at (row0, col0). */
+__device__ __forceinline__ void ew_first_aux(const sm90_params &p, uint4 (&av)[4], int64_t row0, int64_t col0, int e,
+                                             bool inside, int lane)
+{
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        av[i] = load_aux8(p, row0 + (lane >> 2) + 8 * i, col0 + e * CHUNK + 8 * (lane & 3), inside);
+}
+
+/* An epilogue warp's chunks e, e + 2, e + 4, e + 6 of the half tile at (row0, col0); av: the first
+ * chunk's first aux_in (ew_first_aux). */
+template <int DT, bool INSIDE>
+__device__ __forceinline__ void ew_half(const sm90_params &p, const CUtensorMap *map_c, unsigned char *buf,
+                                        int64_t row0, int64_t col0, int e, bool sums, int lane, uint4 (&av)[4])
+{
+#pragma unroll 1
+    for (int c = e; c < BN_MAX / CHUNK; c += 2)
+        ew_chunk<DT, INSIDE>(p, map_c, buf + c * SLOT_BYTES, row0, col0 + c * CHUNK, av, c + 2 < BN_MAX / CHUNK,
+                             col0 + (c + 2) * CHUNK, sums, lane);
+}
+
+/*
+ * An epilogue warp of the EW kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
+ * warpgroup h, one warp on each of the SM's four schedulers. For each half tile handed off, warp e
+ * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_chunk) while the consumers already
+ * multiply the next tile; once its stores have read the boxes it hands the buffer back. Only the
+ * recipe GELU' (p.lean: LEAN_DGELU, +- LEAN_SUMS) with 16-bit C by TMA and aux_in rows 16-byte
+ * aligned runs here; its product is rounded to 16 bits before the GELU' (the
+ * cublaslt+pass rule: C is rounded from the fp32 product of that value and fp32 gelu'(aux_in)).
+ */
+template <int DT>
+__device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUtensorMap *map_c, const handoff &h,
+                                               int half, int e, int lane)
+{
+    const bool sums = (p.lean & LEAN_SUMS) != 0;
+    if (lane == 0)
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
+    named_arrive(h.empty, HANDOFF_THREADS); /* the buffer starts empty */
+    for (;;) {
+        /* the tile the consumers announced when they started its mainloop: its first aux_in loads
+         * are issued before it is handed off (and again after, if another tile came) */
+        const int32_t next_tm = atomicOr(h.next, 0), next_tn = atomicOr(h.next + 1, 0);
+        int64_t row0 = (int64_t)next_tm * BM + half * 64, col0 = (int64_t)next_tn * BN_MAX;
+        uint4 av[4];
+        if (next_tm >= 0 && row0 < p.m)
+            ew_first_aux(p, av, row0, col0, e, row0 + 64 <= p.m && col0 + BN_MAX <= p.n, lane);
+        named_barrier(h.full, HANDOFF_THREADS);
+        const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
+        if (tm < 0)
+            break;
+        row0 = (int64_t)tm * BM + half * 64;
+        col0 = (int64_t)tn * BN_MAX;
+        const bool inside = row0 + 64 <= p.m && col0 + BN_MAX <= p.n;
+        if ((tm != next_tm || tn != next_tn) && row0 < p.m)
+            ew_first_aux(p, av, row0, col0, e, inside, lane);
+        if (inside)
+            ew_half<DT, true>(p, map_c, h.buf, row0, col0, e, sums, lane, av);
+        else if (row0 < p.m)
+            ew_half<DT, false>(p, map_c, h.buf, row0, col0, e, sums, lane, av);
+        if (lane == 0)
+            bulk_wait_read<0>();
+        __syncwarp();
+        named_arrive(h.empty, HANDOFF_THREADS);
+    }
+    if (lane == 0)
+        bulk_wait_all();
 }
 
 /* N: the tile's width. DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is
  * N-contiguous (row-major). Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1
- * and 2 the consumers. */
-template <int N, int DT, int A_MN, int B_MN>
-__global__ void __launch_bounds__(THREADS, 1)
+ * and 2 the consumers (232 registers). EW: a fourth warpgroup runs the epilogue (epilogue_warps,
+ * 120 registers; the consumers get 176, which holds their 128 accumulators). */
+template <int N, int DT, int A_MN, int B_MN, bool EW>
+__global__ void __launch_bounds__(EW ? THREADS_EW : THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_aux,
                      const sm90_params p)
@@ -1413,7 +1696,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
-    using CFG = tile_cfg<N>;
+    using CFG = tile_cfg<N, EW>;
     constexpr int STAGES = CFG::STAGES;
     ring rg;
     rg.a = smem_addr(smem);
@@ -1427,6 +1710,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     volatile int32_t *xchg = rg.stage_unit + STAGES;
     rg.mail = rg.stage_unit + STAGES + 2;
     rg.rank = p.cluster == 2 ? cluster_rank() : 0;
+    /* EW: the handoffs' tiles after the mailboxes */
+    int32_t *handoff_tiles = rg.mail + STAGES;
 
     const int warpgroup = threadIdx.x / 128;
     if (threadIdx.x == 0) {
@@ -1435,6 +1720,9 @@ __global__ void __launch_bounds__(THREADS, 1)
             mbar_init(rg.empty0 + 8 * s, 2 * p.cluster);
             mbar_init(rg.mail_bar0 + 8 * s, 1);
         }
+        if (EW)
+            for (int wg = 0; wg < 2; wg++)
+                handoff_tiles[4 + 2 * wg] = -1; /* no tile announced yet */
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -1446,22 +1734,31 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
-            producer<N, A_MN, B_MN>(p, rg, &map_a, &map_b);
+            producer<N, A_MN, B_MN, EW>(p, rg, &map_a, &map_b);
+    } else if (EW && warpgroup == 3) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 120;");
+        const int warp = (threadIdx.x - 384) / 32;
+        epilogue_warps<DT>(p, &map_c, handoff_of(staging, handoff_tiles, warp / 2), warp / 2, warp % 2,
+                           threadIdx.x % 32);
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        consumer<N, DT, A_MN, B_MN>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
-                                    threadIdx.x - 128 * warpgroup, xchg);
+        if (EW)
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 176;");
+        else
+            asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        consumer<N, DT, A_MN, B_MN, EW>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
+                                        threadIdx.x - 128 * warpgroup, xchg,
+                                        handoff_of(staging, handoff_tiles, warpgroup - 1));
     }
     if (p.cluster == 2)
         cluster_sync(); /* no CTA leaves while its peer may still multicast into it or arrive on it */
 }
 
-template <int N, int DT, int A_MN, int B_MN>
+template <int N, int DT, int A_MN, int B_MN, bool EW>
 cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
-    constexpr int SMEM_BYTES = tile_cfg<N>::SMEM_BYTES;
+    constexpr int SMEM_BYTES = tile_cfg<N, EW>::SMEM_BYTES;
     static bool configured = false; /* per instantiation */
-    auto kernel = sm90_gemm_kernel<N, DT, A_MN, B_MN>;
+    auto kernel = sm90_gemm_kernel<N, DT, A_MN, B_MN, EW>;
     if (!configured) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
         if (err != cudaSuccess)
@@ -1471,7 +1768,7 @@ cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps
     cudaLaunchConfig_t config = {};
     cudaLaunchAttribute attr[1];
     config.gridDim = dim3((unsigned)grid);
-    config.blockDim = dim3(THREADS);
+    config.blockDim = dim3(EW ? THREADS_EW : THREADS);
     config.dynamicSmemBytes = SMEM_BYTES;
     config.stream = stream;
     if (p.cluster == 2) {
@@ -1488,24 +1785,27 @@ cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps
     return cvf_cuda_check(ctx, err, "sm90 GEMM kernel launch");
 }
 
-template <int N, int DT>
+template <int N, int DT, bool EW = false>
 cvf_status launch_width(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
                         const sm90_params &p, int grid)
 {
     if (la == 0 && lb == 0)
-        return launch<N, DT, 0, 0>(ctx, stream, maps, p, grid);
+        return launch<N, DT, 0, 0, EW>(ctx, stream, maps, p, grid);
     if (la == 0 && lb == 1)
-        return launch<N, DT, 0, 1>(ctx, stream, maps, p, grid);
+        return launch<N, DT, 0, 1, EW>(ctx, stream, maps, p, grid);
     if (la == 1 && lb == 0)
-        return launch<N, DT, 1, 0>(ctx, stream, maps, p, grid);
-    return launch<N, DT, 1, 1>(ctx, stream, maps, p, grid);
+        return launch<N, DT, 1, 0, EW>(ctx, stream, maps, p, grid);
+    return launch<N, DT, 1, 1, EW>(ctx, stream, maps, p, grid);
 }
 
-/* The instantiation for p.tile_n and the operand layouts la, lb. */
+/* The instantiation for p.tile_n, the epilogue warpgroup (LEAN_WARPS in p.lean, 256 wide only) and
+ * the operand layouts la, lb. */
 template <int DT>
 cvf_status launch_layout(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
                          const sm90_params &p, int grid)
 {
+    if (p.lean & LEAN_WARPS)
+        return launch_width<256, DT, true>(ctx, stream, la, lb, maps, p, grid);
     if (p.tile_n == 128)
         return launch_width<128, DT>(ctx, stream, la, lb, maps, p, grid);
     if (p.tile_n == 192)
