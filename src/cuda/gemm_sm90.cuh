@@ -1721,8 +1721,10 @@ __global__ void __launch_bounds__(EW ? THREADS_EW : THREADS, 1)
             mbar_init(rg.mail_bar0 + 8 * s, 1);
         }
         if (EW)
-            for (int wg = 0; wg < 2; wg++)
-                handoff_tiles[4 + 2 * wg] = -1; /* no tile announced yet */
+            for (int wg = 0; wg < 2; wg++) { /* no tile announced yet (tn too: a torn read is a real tile) */
+                handoff_tiles[4 + 2 * wg] = -1;
+                handoff_tiles[5 + 2 * wg] = 0;
+            }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
