@@ -60,11 +60,15 @@ step build 400 cmake --build build -j 16 --target test_cuda cvfuse_cuda_bench ||
 wait
 [ -n "$base" ] && tail -2 /tmp/base.log | tee -a "$LOG"
 grep -E "spill" "$LOG" | sort | uniq -c
-# The SASS of the bf16 kernel 256 wide with K-major A and N-major B (the MLP's K1), for reading here.
+# The SASS of the bf16 kernel 256 wide with K-major A and N-major B (the MLP's K1), for reading here:
+# the consumers' epilogue (EW false, b0) and the epilogue warpgroup's kernel (EW true, b1).
 obj=$(find build -name 'gemm_sm90_bf16.cu.o' | head -n 1)
-[ -n "$obj" ] && cuobjdump -sass -fun '_ZN4sm9016sm90_gemm_kernelILi256ELi1ELi0ELi1EEEv14CUtensorMap_stS1_S1_S1_NS_11sm90_paramsE' \
-  "$obj" >"$OUT/sass_bf16_01.txt" 2>&1
-[ -f "$OUT/sass_bf16_01.txt" ] && say "SASS: $(wc -l <"$OUT/sass_bf16_01.txt") lines, $(grep -c MUFU "$OUT/sass_bf16_01.txt") MUFU, $(grep -cE 'STL|LDL' "$OUT/sass_bf16_01.txt") local"
+for ew in 0 1; do
+  sass=$OUT/sass_bf16_01_ew$ew.txt
+  [ -n "$obj" ] && cuobjdump -sass -fun "_ZN4sm9016sm90_gemm_kernelILi256ELi1ELi0ELi1ELb${ew}EEEv14CUtensorMap_stS1_S1_S1_NS_11sm90_paramsE" \
+    "$obj" >"$sass" 2>&1
+  [ -f "$sass" ] && say "SASS (EW $ew): $(wc -l <"$sass") lines, $(grep -c MUFU "$sass") MUFU, $(grep -cE 'STL|LDL' "$sass") local"
+done
 step smoke 120 build/tests/test_cuda --quick || { say "smoke failed"; grep -E "FAIL|passed" "$LOG" | head -30; exit 1; }
 grep -E "passed|FAIL" "$LOG" | head -20
 if [ $tests -eq 1 ]; then
