@@ -135,25 +135,12 @@ __device__ __forceinline__ float dev_clamp_nan(float x, float lo, float hi)
 
 /* Branch-free, 17 operations: with r = 1 / (1 + t), s (1 - s) = t r^2 in both orders. x is
  * clamped to +-1e10 first: there s (1 - s) is exactly 0 and the limits 1 and 0 come out, and
- * x^2 cannot overflow into an inf * 0. NaN stays NaN. */
-__device__ __forceinline__ float dev_gelu_derivative(float x)
-{
-    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    const float xc = dev_clamp_nan(x, -1e10f, 1e10f), x2 = xc * xc;
-    const float u = k * xc * fmaf(c, x2, 1.0f);
-    const float t = dev_exp2_approx(-2.8853900817779268f * fabsf(u));
-    const float r = dev_rcp_approx(1.0f + t), tr = t * r;
-    const float s = u >= 0.0f ? r : tr;
-    const float q = fmaf(6.0f * k * c, x2, 2.0f * k); /* 2 k (1 + 3 c x^2) */
-    return fmaf(xc * q, tr * r, s);
-}
-
-/* dev_gelu_derivative of W values at once, step by step across them (the same operations per value,
- * so the same bits): written value by value, ptxas kept each value's ~17-deep chain of dependent
- * FMA / MUFU operations whole, one after another, and a warp that is alone on its scheduler (the
- * sm90 kernel's epilogue warps) waited out every latency (docs/PERF.md issue 12 part 6: K1 0.40 ->
- * 0.32 ms at 16448 x 4096 x 1024). The consumers' lean epilogue, two warps a scheduler, gained
- * nothing from it and keeps the scalar form. */
+ * x^2 cannot overflow into an inf * 0. NaN stays NaN. W values at once, step by step across them
+ * (the same operations per value, so the same bits): written value by value, ptxas kept each
+ * value's ~17-deep chain of dependent FMA / MUFU operations whole, one after another, and a warp
+ * that is alone on its scheduler (the sm90 kernel's epilogue warps) waited out every latency
+ * (docs/PERF.md issue 12 part 6: K1 0.40 -> 0.32 ms at 16448 x 4096 x 1024). The consumers' lean
+ * epilogue, two warps a scheduler, gained nothing from 8 at once and takes one (dev_gelu_derivative). */
 template <int W>
 __device__ __forceinline__ void dev_gelu_derivative_n(const float (&x)[W], float (&g)[W])
 {
@@ -177,9 +164,17 @@ __device__ __forceinline__ void dev_gelu_derivative_n(const float (&x)[W], float
 #pragma unroll
     for (int i = 0; i < W; i++) {
         const float tr = t[i] * r[i], s = u[i] >= 0.0f ? r[i] : tr;
-        const float q = fmaf(6.0f * k * c, x2[i], 2.0f * k);
+        const float q = fmaf(6.0f * k * c, x2[i], 2.0f * k); /* 2 k (1 + 3 c x^2) */
         g[i] = fmaf(xc[i] * q, tr * r[i], s);
     }
+}
+
+__device__ __forceinline__ float dev_gelu_derivative(float x)
+{
+    const float in[1] = {x};
+    float g[1];
+    dev_gelu_derivative_n(in, g);
+    return g[0];
 }
 
 /* The exact GELU x Phi(x), Phi(x) = normcdf(x) (CUDA's, accurate in both tails). */

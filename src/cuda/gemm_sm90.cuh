@@ -948,6 +948,26 @@ __host__ __device__ constexpr bool lean_supported(int f)
     return false;
 }
 
+/* The sums, over the 8 lanes that share lane % 4 (lane / 4 = 0..7), of the 8 values s8 each holds:
+ * they halve them three times, each keeping one half and sending the other (xor 16, 8, 4: 7
+ * shuffles, where a full butterfly per value takes 24); lane then holds the sum of value lane / 4
+ * (= 4 (lane & 16) / 16 + 2 (lane & 8) / 8 + (lane & 4) / 4). The bias-gradient slab sums of the
+ * consumers (column_sums) and of the epilogue warps (ew_chunk). */
+__device__ __forceinline__ float halve_sums8(const float (&s8)[8], int lane)
+{
+    float s4[4], s2[2];
+    bool up = lane & 16; /* keeps the upper half, sends the lower */
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        s4[i] = (up ? s8[i + 4] : s8[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s8[i] : s8[i + 4], 16);
+    up = lane & 8;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+        s2[i] = (up ? s4[i + 2] : s4[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s4[i] : s4[i + 2], 8);
+    up = lane & 4;
+    return (up ? s2[1] : s2[0]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s2[0] : s2[1], 4);
+}
+
 /* The bias-gradient partial sums of chunk CH (columns from colc): per column, the sum over this
  * warp's 16 rows, stored to its slab's row of p.partials. The 8 lanes that hold a column's rows
  * (lane / 4 = 0..7) halve their 8 column sums three times by exchanging the half they do not keep
@@ -964,18 +984,8 @@ __device__ __forceinline__ void column_sums(const sm90_params &p, const float (&
 #pragma unroll
         for (int e = 0; e < 2; e++)
             s8[jb * 2 + e] = acc[CH * 16 + jb * 4 + e] + acc[CH * 16 + jb * 4 + 2 + e];
-    float s4[4], s2[2];
-    bool up = lane & 16; /* keeps the upper half, sends the lower */
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        s4[i] = (up ? s8[i + 4] : s8[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s8[i] : s8[i + 4], 16);
-    up = lane & 8;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-        s2[i] = (up ? s4[i + 2] : s4[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s4[i] : s4[i + 2], 8);
-    up = lane & 4;
-    const float s = (up ? s2[1] : s2[0]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s2[0] : s2[1], 4);
-    const int f = lane >> 2; /* = 4 (lane & 16) / 16 + 2 (lane & 8) / 8 + (lane & 4) / 4 */
+    const float s = halve_sums8(s8, lane);
+    const int f = lane >> 2;
     const int64_t slab_row = row0 + warp * 16, j = colc + (f >> 1) * 8 + 2 * (lane % 4) + (f & 1);
     if (slab_row < p.m && j < p.n)
         p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
@@ -1537,24 +1547,6 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int w)
     return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
-/* The bias-gradient partial sum of a 16-row slab: s8 holds this lane's 8 columns (of its 16-byte
- * unit u = lane % 4) summed over its two rows; the 8 lanes of the unit (lane / 4 = 0..7) halve
- * them three times (7 shuffles), after which lane holds the slab's sum of column 8 u + lane / 4. */
-__device__ __forceinline__ float slab_column_sum(const float (&s8)[8], int lane)
-{
-    float s4[4], s2[2];
-    bool up = lane & 16;
-#pragma unroll
-    for (int i = 0; i < 4; i++)
-        s4[i] = (up ? s8[i + 4] : s8[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s8[i] : s8[i + 4], 16);
-    up = lane & 8;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-        s2[i] = (up ? s4[i + 2] : s4[i]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s4[i] : s4[i + 2], 8);
-    up = lane & 4;
-    return (up ? s2[1] : s2[0]) + __shfl_xor_sync(0xFFFFFFFFu, up ? s2[0] : s2[1], 4);
-}
-
 /*
  * One epilogue warp's GELU' of a handed-off chunk (64 rows x 32 columns at (row0, colc), in box):
  * lane takes 16-byte unit u = lane % 4 (columns 8 u ..) of rows lane / 4 + 8 i, i = 0..7, reads the
@@ -1600,7 +1592,7 @@ __device__ __forceinline__ void ew_chunk(const sm90_params &p, const CUtensorMap
             for (int q = 0; q < 8; q++)
                 s8[q] = (i % 2 ? s8[q] : 0.0f) + (row_in ? y[q] : 0.0f);
             if (i % 2) {
-                const float s = slab_column_sum(s8, lane);
+                const float s = halve_sums8(s8, lane); /* of column 8 u + lane / 4 */
                 const int64_t slab_row = row0 + 16 * (i / 2), j = colc + 8 * u + rq;
                 if (INSIDE || (slab_row < p.m && j < p.n))
                     p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
