@@ -521,8 +521,8 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     cudaStream_t stream = (cudaStream_t)launch.stream;
     cvf_status status = dt ? cvf_sm90_launch_bf16(ctx, stream, la, lb, maps, p, grid)
                            : cvf_sm90_launch_f16(ctx, stream, la, lb, maps, p, grid);
+    const int64_t slab = (p.lean & LEAN_WARPS) ? EW_SLAB : CVF_CUDA_SM90_SLAB;
     if (status == CVF_STATUS_SUCCESS && ep->bias_grad)
-        status = cvf_cuda_combine_partials(ctx, launch, partials, (m + CVF_CUDA_SM90_SLAB - 1) / CVF_CUDA_SM90_SLAB, n,
-                                           ep->bias_grad);
+        status = cvf_cuda_combine_partials(ctx, launch, partials, (m + slab - 1) / slab, n, ep->bias_grad);
     return status;
 }

@@ -39,6 +39,8 @@ constexpr int min_int(int a, int b)
 constexpr int THREADS_EW = 512;
 constexpr int HANDOFF_FIXED_BYTES = 8 * 4; /* per consumer warpgroup [tm, tn] handed off, [tm, tn] announced */
 constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
+/* The rows of a bias-gradient slab in the EW kernel (a half tile; the others: CVF_CUDA_SM90_SLAB). */
+constexpr int EW_SLAB = 64;
 
 /* The geometry of a tile N columns wide (EW: for the epilogue warpgroup's kernel): R accumulators per consumer thread (its 64 rows x N), the
  * B stage, the ring's depth, the output slots per consumer warpgroup, and the shared memory: 1 KB
@@ -1551,7 +1553,8 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int w)
  * One epilogue warp's GELU' of a handed-off chunk (64 rows x 32 columns at (row0, colc), in box):
  * lane takes 16-byte unit u = lane % 4 (columns 8 u ..) of rows lane / 4 + 8 i, i = 0..7, reads the
  * rounded product and aux_in's 8 values, writes C's 16-bit values back in place, adds the
- * bias-gradient sums of each 16-row slab (sums), and stores the box by TMA. aux_in is loaded 4
+ * bias-gradient sums of the chunk's 64 rows (sums: one slab of EW_SLAB rows, so one reduction over
+ * the lanes a chunk where 16-row slabs took four), and stores the box by TMA. aux_in is loaded 4
  * units ahead: av[i % 4] holds unit i's on entry to unit i, which then loads unit i + 4's (units
  * 8..11 being units 0..3 of the chunk at next_colc, if next). INSIDE: every row and column of this
  * chunk and the next is in the matrix (no bounds checks).
@@ -1590,12 +1593,12 @@ __device__ __forceinline__ void ew_chunk(const sm90_params &p, const CUtensorMap
             const bool row_in = INSIDE || row < p.m; /* a row past m is A's zero fill (NaN with an inf in B) */
 #pragma unroll
             for (int q = 0; q < 8; q++)
-                s8[q] = (i % 2 ? s8[q] : 0.0f) + (row_in ? y[q] : 0.0f);
-            if (i % 2) {
+                s8[q] = i ? s8[q] + (row_in ? y[q] : 0.0f) : (row_in ? y[q] : 0.0f);
+            if (i == 7) { /* the half tile's 64 rows: one slab (EW_SLAB) */
                 const float s = halve_sums8(s8, lane); /* of column 8 u + lane / 4 */
-                const int64_t slab_row = row0 + 16 * (i / 2), j = colc + 8 * u + rq;
-                if (INSIDE || (slab_row < p.m && j < p.n))
-                    p.partials[(slab_row / CVF_CUDA_SM90_SLAB) * p.n + j] = s;
+                const int64_t j = colc + 8 * u + rq;
+                if (INSIDE || (row0 < p.m && j < p.n))
+                    p.partials[(row0 / EW_SLAB) * p.n + j] = s;
             }
         }
     }
