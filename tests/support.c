@@ -359,7 +359,8 @@ static void layout_names(unsigned layout, char *buf, size_t size)
         unsigned flag;
         const char *name;
     } names[] = {{SUPPORT_A_TRANSPOSED, "At"}, {SUPPORT_B_TRANSPOSED, "Bt"},     {SUPPORT_INPUTS_PADDED, "ABpad"},
-                 {SUPPORT_C_PADDED, "Cpad"},   {SUPPORT_C_COLUMN_MAJOR, "Ccol"}, {SUPPORT_VECTORS_STRIDED, "vstride"}};
+                 {SUPPORT_C_PADDED, "Cpad"},   {SUPPORT_C_COLUMN_MAJOR, "Ccol"}, {SUPPORT_VECTORS_STRIDED, "vstride"},
+                 {SUPPORT_ROWS_16B, "rows16"}};
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -393,6 +394,19 @@ static support_layout operand_layout(bool column_major, bool padded, int64_t pad
     return layout;
 }
 
+/* The layout of a matrix of dtype whose contiguous lines are `line` elements long: rows16
+ * (SUPPORT_ROWS_16B) pads them to whole 16 bytes with no shift, else operand_layout. */
+static support_layout line_layout(bool rows16, cvf_dtype dtype, int64_t line, bool column_major, bool padded,
+                                  int64_t pad)
+{
+    if (rows16) {
+        const int64_t per16 = 16 / (int64_t)cvf_dtype_size(dtype);
+        support_layout layout = {column_major, (per16 - line % per16) % per16, 0};
+        return layout;
+    }
+    return operand_layout(column_major, padded, pad);
+}
+
 /* Releases the float64 answers of a fixture. */
 static void free_answers(support_matmul_fixture *f)
 {
@@ -408,19 +422,22 @@ static int create_buffers(support_matmul_fixture *f)
     const support_matmul_case *c = &f->spec;
     unsigned l = c->layout;
     bool in_pad = (l & SUPPORT_INPUTS_PADDED) != 0, c_pad = (l & SUPPORT_C_PADDED) != 0;
-    bool c_col = (l & SUPPORT_C_COLUMN_MAJOR) != 0;
+    bool c_col = (l & SUPPORT_C_COLUMN_MAJOR) != 0, rows16 = (l & SUPPORT_ROWS_16B) != 0;
     int64_t bias_stride = (l & SUPPORT_VECTORS_STRIDED) ? 2 : 1;
     int64_t grad_stride = (l & SUPPORT_VECTORS_STRIDED) ? 3 : 1;
     int64_t vector_shift = (l & SUPPORT_VECTORS_STRIDED) ? 1 : 0;
+    const bool at = (l & SUPPORT_A_TRANSPOSED) != 0, bt = (l & SUPPORT_B_TRANSPOSED) != 0;
     int rc = support_matrix_create(&f->a, c->a_dtype, c->m, c->k,
-                                   operand_layout((l & SUPPORT_A_TRANSPOSED) != 0, in_pad, 3));
+                                   line_layout(rows16, c->a_dtype, at ? c->m : c->k, at, in_pad, 3));
     rc |= support_matrix_create(&f->b, c->b_dtype, c->k, c->n,
-                                operand_layout((l & SUPPORT_B_TRANSPOSED) != 0, in_pad, 5));
-    rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, operand_layout(c_col, c_pad, 4));
+                                line_layout(rows16, c->b_dtype, bt ? c->k : c->n, bt, in_pad, 5));
+    rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, line_layout(rows16, c->c_dtype, c->n, c_col, c_pad, 4));
     if (support_activation_reads_aux_in(c->activation))
-        rc |= support_matrix_create(&f->aux_in, c->epilogue_in_dtype, c->m, c->n, operand_layout(c_col, in_pad, 2));
+        rc |= support_matrix_create(&f->aux_in, c->epilogue_in_dtype, c->m, c->n,
+                                    line_layout(rows16, c->epilogue_in_dtype, c->n, c_col, in_pad, 2));
     if (c->aux_out)
-        rc |= support_matrix_create(&f->aux_out, c->epilogue_out_dtype, c->m, c->n, operand_layout(c_col, c_pad, 6));
+        rc |= support_matrix_create(&f->aux_out, c->epilogue_out_dtype, c->m, c->n,
+                                    line_layout(rows16, c->epilogue_out_dtype, c->n, c_col, c_pad, 6));
     if (c->bias)
         rc |= support_vector_create(&f->bias, c->epilogue_in_dtype, c->n, bias_stride, vector_shift);
     if (c->bias_grad)

@@ -1598,7 +1598,8 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
  * and 7 K parts; 2-CTA clusters on whole tiles and on K parts, with an odd number of row tiles (a
  * pair's second tile past M) and with 192-wide tiles (three 64-column boxes of B shared unevenly);
  * tails in M, N and K, every epilogue family (the general loop and the lean recipes: ReLU, none,
- * GELU' + sums, bias + GELU + aux_out), both operand layouts. */
+ * GELU' + sums, bias + GELU + aux_out), both operand layouts; and outputs whose rows are padded
+ * to 16 bytes with n not a multiple of 8 (nothing written past n). */
 static void test_cut_tiles(void)
 {
     static const struct {
@@ -1645,6 +1646,21 @@ static void test_cut_tiles(void)
                     unsetenv("CVF_CUDA_EPI_WARPS");
                 }
             }
+    /* m, n, k not multiples of 8 in matrices whose lines are padded to 16 bytes (views of wider
+     * tensors): the last 16 bytes of a line are partly past the view. The tails of A and B must
+     * read as zeros, and nothing past n may be written: the TMA's stores wrote that padding on the
+     * H200, so such outputs take the general epilogue's element stores (no lean recipe). */
+    static const struct {
+        int64_t m, n, k;
+        const char *split, *cluster;
+    } tails[] = {{296, 517, 640, "7", "1"}, {200, 1001, 203, "1", "2"}, {133, 259, 1001, "k3", "1"}};
+    for (size_t s = 0; s < ARRAY_SIZE(tails); s++)
+        for (size_t l = 0; l < ARRAY_SIZE(lays); l++) {
+            support_matmul_case c = support_make_matmul_case(tails[s].m, tails[s].n, tails[s].k, &combos[s % 2],
+                                                             epilogues[0], lays[l] | SUPPORT_ROWS_16B, seed++);
+            const bool whole = tails[s].k <= 64 || strcmp(tails[s].split, "1") == 0;
+            run_forced_case(&c, tails[s].split, tails[s].cluster, 256, whole, false);
+        }
 }
 
 /* The NaN elements of row i of m. */

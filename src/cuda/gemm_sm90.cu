@@ -159,15 +159,21 @@ int operand_layout(const cvf_matrix *x, bool is_a)
     int64_t k_stride = is_a ? x->col_stride : x->row_stride;
     int64_t other = is_a ? x->row_stride : x->col_stride;
     int64_t k_extent = is_a ? x->cols : x->rows, mn_extent = is_a ? x->rows : x->cols;
-    if (k_stride == 1 && tma_stride_ok(other, k_extent))
+    /* K-major: K's lines must also end on a 16-byte boundary. Past the view's K (a view of a wider
+     * tensor) the K tail would come from the padding, if the TMA reads whole 16-byte units as it
+     * writes them (see make_out), where the product needs zeros; not measured, so not taken. */
+    if (k_stride == 1 && tma_stride_ok(other, k_extent) && k_extent % 8 == 0)
         return 0;
     if (other == 1 && tma_stride_ok(k_stride, mn_extent))
         return 1;
     return -1;
 }
 
-/* The epilogue's view of an output; row-major outputs with 16-byte aligned rows get a tensor map
- * (boxes of 64 rows x 64 bytes) and TMA stores, the others element stores. */
+/* The epilogue's view of an output; row-major outputs with 16-byte aligned rows of whole 16-byte
+ * units get a tensor map (boxes of 64 rows x 64 bytes) and TMA stores, the others element stores.
+ * (A row whose last 16 bytes are partly past the view, n x size not a multiple of 16 within a
+ * padded stride: the H200 wrote the padding after the view's last element, so such rows take the
+ * element stores; test_cuda's cut tiles, SUPPORT_ROWS_16B.) */
 out_desc make_out(cvf_context *ctx, const cvf_matrix *x, CUtensorMap *map)
 {
     out_desc o;
@@ -177,7 +183,7 @@ out_desc make_out(cvf_context *ctx, const cvf_matrix *x, CUtensorMap *map)
     o.cs = x ? x->col_stride : 0;
     size_t esize = x ? cvf_dtype_size(x->dtype) : 0;
     o.tma = x && x->col_stride == 1 && (uintptr_t)x->data % 16 == 0 && ((size_t)x->row_stride * esize) % 16 == 0 &&
-            x->row_stride >= x->cols && x->row_stride < (INT64_C(1) << 34);
+            ((size_t)x->cols * esize) % 16 == 0 && x->row_stride >= x->cols && x->row_stride < (INT64_C(1) << 34);
     if (o.tma) {
         int dt = x->dtype == CVF_F32 ? 2 : x->dtype == CVF_BF16 ? 1 : 0;
         o.tma = encode_cached(ctx, map, dt, x->data, x->cols, x->rows, x->row_stride, 64 / (int)esize, 64);
