@@ -431,13 +431,13 @@ static int create_buffers(support_matmul_fixture *f)
                                    line_layout(rows16, c->a_dtype, at ? c->m : c->k, at, in_pad, 3));
     rc |= support_matrix_create(&f->b, c->b_dtype, c->k, c->n,
                                 line_layout(rows16, c->b_dtype, bt ? c->k : c->n, bt, in_pad, 5));
-    rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, line_layout(rows16, c->c_dtype, c->n, c_col, c_pad, 4));
+    rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, line_layout(rows16, c->c_dtype, c_col ? c->m : c->n, c_col, c_pad, 4));
     if (support_activation_reads_aux_in(c->activation))
         rc |= support_matrix_create(&f->aux_in, c->epilogue_in_dtype, c->m, c->n,
-                                    line_layout(rows16, c->epilogue_in_dtype, c->n, c_col, in_pad, 2));
+                                    line_layout(rows16, c->epilogue_in_dtype, c_col ? c->m : c->n, c_col, in_pad, 2));
     if (c->aux_out)
         rc |= support_matrix_create(&f->aux_out, c->epilogue_out_dtype, c->m, c->n,
-                                    line_layout(rows16, c->epilogue_out_dtype, c->n, c_col, c_pad, 6));
+                                    line_layout(rows16, c->epilogue_out_dtype, c_col ? c->m : c->n, c_col, c_pad, 6));
     if (c->bias)
         rc |= support_vector_create(&f->bias, c->epilogue_in_dtype, c->n, bias_stride, vector_shift);
     if (c->bias_grad)

@@ -151,9 +151,9 @@ enum {
     SUPPORT_C_PADDED = 1 << 3,       /* C, aux_out: padded row stride, off-alignment start */
     SUPPORT_C_COLUMN_MAJOR = 1 << 4, /* C, aux_out and aux_in stored column-major */
     SUPPORT_VECTORS_STRIDED = 1 << 5, /* bias with stride 2, bias_grad with stride 3 */
-    SUPPORT_ROWS_16B = 1 << 6         /* every matrix's leading dimension padded to whole 16 bytes, the
-                                         view 64-byte aligned (TMA-ready for any m, n, k; A and B keep
-                                         their transposes, C, aux_out and aux_in are row-major) */
+    SUPPORT_ROWS_16B = 1 << 6         /* every matrix's contiguous lines padded to whole 16 bytes, the
+                                         view 64-byte aligned (a view of a wider tensor: strides the
+                                         TMA takes for any m, n, k) */
 };
 
 /* A matmul case: C = epilogue(A @ B) with A (m x k), B (k x n), C (m x n). */

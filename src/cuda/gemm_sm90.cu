@@ -172,8 +172,9 @@ int operand_layout(const cvf_matrix *x, bool is_a)
 /* The epilogue's view of an output; row-major outputs with 16-byte aligned rows of whole 16-byte
  * units get a tensor map (boxes of 64 rows x 64 bytes) and TMA stores, the others element stores.
  * (A row whose last 16 bytes are partly past the view, n x size not a multiple of 16 within a
- * padded stride: the H200 wrote the padding after the view's last element, so such rows take the
- * element stores; test_cuda's cut tiles, SUPPORT_ROWS_16B.) */
+ * padded stride: on the H200 the padding after the view's last element was written, with the
+ * TMA's stores the only ones to C, mechanism unconfirmed; so such rows take the element stores.
+ * test_cuda's cut tiles, SUPPORT_ROWS_16B.) */
 out_desc make_out(cvf_context *ctx, const cvf_matrix *x, CUtensorMap *map)
 {
     out_desc o;
