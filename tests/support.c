@@ -423,6 +423,7 @@ static int create_buffers(support_matmul_fixture *f)
     unsigned l = c->layout;
     bool in_pad = (l & SUPPORT_INPUTS_PADDED) != 0, c_pad = (l & SUPPORT_C_PADDED) != 0;
     bool c_col = (l & SUPPORT_C_COLUMN_MAJOR) != 0, rows16 = (l & SUPPORT_ROWS_16B) != 0;
+    int64_t c_line = c_col ? c->m : c->n; /* the contiguous length of C, aux_out and aux_in */
     int64_t bias_stride = (l & SUPPORT_VECTORS_STRIDED) ? 2 : 1;
     int64_t grad_stride = (l & SUPPORT_VECTORS_STRIDED) ? 3 : 1;
     int64_t vector_shift = (l & SUPPORT_VECTORS_STRIDED) ? 1 : 0;
@@ -431,13 +432,13 @@ static int create_buffers(support_matmul_fixture *f)
                                    line_layout(rows16, c->a_dtype, at ? c->m : c->k, at, in_pad, 3));
     rc |= support_matrix_create(&f->b, c->b_dtype, c->k, c->n,
                                 line_layout(rows16, c->b_dtype, bt ? c->k : c->n, bt, in_pad, 5));
-    rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, line_layout(rows16, c->c_dtype, c_col ? c->m : c->n, c_col, c_pad, 4));
+    rc |= support_matrix_create(&f->c, c->c_dtype, c->m, c->n, line_layout(rows16, c->c_dtype, c_line, c_col, c_pad, 4));
     if (support_activation_reads_aux_in(c->activation))
         rc |= support_matrix_create(&f->aux_in, c->epilogue_in_dtype, c->m, c->n,
-                                    line_layout(rows16, c->epilogue_in_dtype, c_col ? c->m : c->n, c_col, in_pad, 2));
+                                    line_layout(rows16, c->epilogue_in_dtype, c_line, c_col, in_pad, 2));
     if (c->aux_out)
         rc |= support_matrix_create(&f->aux_out, c->epilogue_out_dtype, c->m, c->n,
-                                    line_layout(rows16, c->epilogue_out_dtype, c_col ? c->m : c->n, c_col, c_pad, 6));
+                                    line_layout(rows16, c->epilogue_out_dtype, c_line, c_col, c_pad, 6));
     if (c->bias)
         rc |= support_vector_create(&f->bias, c->epilogue_in_dtype, c->n, bias_stride, vector_shift);
     if (c->bias_grad)

@@ -1597,6 +1597,12 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
     unsetenv("CVF_CUDA_TILE_N");
 }
 
+/* Whether a forced case keeps whole tiles: one K step, or CVF_CUDA_SPLITK "1" (nothing to cut). */
+static bool keeps_whole_tiles(int64_t k, const char *split)
+{
+    return k <= 64 || strcmp(split, "1") == 0;
+}
+
 /* Section: tiles cut into pieces, tiles run by pairs of CTAs, and the three tile widths: stream-K
  * units that cut tiles into 2 to many pieces and units that span several tiles; split-K into 2, 3
  * and 7 K parts; 2-CTA clusters on whole tiles and on K parts, with an odd number of row tiles (a
@@ -1638,9 +1644,9 @@ static void test_cut_tiles(void)
                     continue;
                 support_matmul_case c = support_make_matmul_case(shapes[s].m, shapes[s].n, shapes[s].k,
                                                                  &combos[(s + e) % 2], epilogues[e], lays[l], seed++);
-                /* one K step or "1": nothing to cut. combos 0 and 1 are all f16 / all bf16, so every
+                /* combos 0 and 1 are all f16 / all bf16, so every
                  * epilogue but GELU with column sums has a lean recipe. */
-                const bool whole = shapes[s].k <= 64 || strcmp(shapes[s].split, "1") == 0;
+                const bool whole = keeps_whole_tiles(shapes[s].k, shapes[s].split);
                 run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, e != 1);
                 const char *warps = getenv("CVF_CUDA_EPI_WARPS");
                 if (e == 0 && shapes[s].width == 256 && !(warps && strcmp(warps, "0") == 0)) {
@@ -1652,10 +1658,10 @@ static void test_cut_tiles(void)
             }
     /* m, n, k not multiples of 8 in matrices whose lines are padded to 16 bytes (views of wider
      * tensors): the last 16 bytes of a line are partly past the view. The tails of A and B must
-     * read as zeros, and nothing past n may be written: the TMA's stores wrote that padding on the
-     * H200, so such outputs take the general epilogue's element stores (no lean recipe). */
-    /* odd k with A column-major and B row-major: both MN-major, so the sm90 kernel takes them and
-     * K's tail is the TMA's zero fill of rows (or columns) past k */
+     * read as zeros, and nothing past n may be written: the padding was written on the H200 when
+     * such rows took TMA stores, so these outputs take the general epilogue's element stores (no
+     * lean recipe). Odd k runs with A column-major and B row-major: both MN-major, so the sm90
+     * kernel takes them and K's tail is the TMA's zero fill of whole rows (or columns). */
     static const struct {
         int64_t m, n, k;
         const char *split, *cluster;
@@ -1668,7 +1674,7 @@ static void test_cut_tiles(void)
         support_matmul_case c = support_make_matmul_case(tails[s].m, tails[s].n, tails[s].k, &combos[s % 2],
                                                          epilogues[0], tails[s].layout | SUPPORT_ROWS_16B, seed++);
         CHECK(!hopper || fast_eligible(&c), "tail case %zu: not one the sm90 kernel takes", s);
-        const bool whole = tails[s].k <= 64 || strcmp(tails[s].split, "1") == 0;
+        const bool whole = keeps_whole_tiles(tails[s].k, tails[s].split);
         run_forced_case(&c, tails[s].split, tails[s].cluster, 256, whole, false);
     }
 }

@@ -169,6 +169,7 @@ __device__ __forceinline__ void dev_gelu_derivative_n(const float (&x)[W], float
     }
 }
 
+/* gelu_tanh'(x) of one value (dev_gelu_derivative_n with W = 1, the same bits). */
 __device__ __forceinline__ float dev_gelu_derivative(float x)
 {
     const float in[1] = {x};
@@ -259,8 +260,8 @@ static inline bool cvf_cuda_epilogue_needed(const cvf_epilogue *ep)
 /* Host: true when the Hopper kernel can run this call on ctx (dtypes, layouts, alignment, sizes). */
 bool cvf_cuda_sm90_eligible(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c);
 
-/* Host: the Hopper kernel (the caller checked cvf_cuda_sm90_eligible). Partials are per 16-row
- * slab. */
+/* Host: the Hopper kernel (the caller checked cvf_cuda_sm90_eligible). Partials are per slab of
+ * CVF_CUDA_SM90_SLAB rows (64 in the epilogue warpgroup's kernel: fewer rows of the same buffer). */
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
                                 const cvf_matrix *c, const cvf_epilogue *ep, float *partials, float *split_partial);
 #define CVF_CUDA_SM90_SLAB 16

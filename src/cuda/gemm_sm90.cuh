@@ -971,10 +971,9 @@ __device__ __forceinline__ float halve_sums8(const float (&s8)[8], int lane)
 }
 
 /* The bias-gradient partial sums of chunk CH (columns from colc): per column, the sum over this
- * warp's 16 rows, stored to its slab's row of p.partials. The 8 lanes that hold a column's rows
- * (lane / 4 = 0..7) halve their 8 column sums three times by exchanging the half they do not keep
- * (7 shuffles, where a full butterfly per column takes 24); lane then holds the whole sum of its
- * column lane / 4 (= 2 jb + e), and the warp's 32 lanes store the chunk's 32 columns at once. */
+ * warp's 16 rows, stored to its slab's row of p.partials. Each lane adds its two rows of its 8
+ * columns, halve_sums8 reduces them over the 8 lanes that share them, and lane then holds the sum
+ * of column lane / 4 (= 2 jb + e): the warp's 32 lanes store the chunk's 32 columns at once. */
 template <int CH, int R>
 __device__ __forceinline__ void column_sums(const sm90_params &p, const float (&acc)[R], int t, int64_t row0,
                                             int64_t colc)
@@ -1592,8 +1591,10 @@ __device__ __forceinline__ void ew_chunk(const sm90_params &p, const CUtensorMap
         if (sums) {
             const bool row_in = INSIDE || row < p.m; /* a row past m is A's zero fill (NaN with an inf in B) */
 #pragma unroll
-            for (int q = 0; q < 8; q++)
-                s8[q] = i ? s8[q] + (row_in ? y[q] : 0.0f) : (row_in ? y[q] : 0.0f);
+            for (int q = 0; q < 8; q++) {
+                const float v = row_in ? y[q] : 0.0f;
+                s8[q] = i ? s8[q] + v : v;
+            }
             if (i == 7) { /* the half tile's 64 rows: one slab (EW_SLAB) */
                 const float s = halve_sums8(s8, lane); /* of column 8 u + lane / 4 */
                 const int64_t j = colc + 8 * u + rq;
