@@ -83,12 +83,8 @@ __device__ __forceinline__ void dev_store(void *data, int32_t dtype, int64_t ind
 /* GELU in the tail-safe sigmoid form of the CPU backend (gemm.c): with u = k (x + c x^3),
  * gelu(x) = x sigmoid(2u), gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2). Both s = sigmoid(2u) and
  * 1 - s come from one exponential t = exp(-2 |u|) in (0, 1]: r = 1 / (1 + t) and t r are s and
- * 1 - s in one order or the other, so neither tail cancels and no infinity meets a zero. */
-__device__ __forceinline__ float dev_gelu_u(float x)
-{
-    const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    return k * (x + c * x * x * x);
-}
+ * 1 - s in one order or the other (s = r where u >= 0), so neither tail cancels and no infinity
+ * meets a zero. u has the sign of x (k > 0, 1 + c x^2 > 0), so the order is chosen on x. */
 
 /* 2^x and 1/x with the hardware's approximations (MUFU: about 2 ulp; subnormal results flush to
  * zero): no range reduction, no slow path, no branch, so the epilogue's elements interleave. */
@@ -106,22 +102,21 @@ __device__ __forceinline__ float dev_rcp_approx(float x)
     return y;
 }
 
-/* sigmoid(2u) in *s and 1 - sigmoid(2u) in *one_minus_s. t = exp(-2 |u|) is in [0, 1], so
- * 1 + t is in [1, 2], where the approximate reciprocal is accurate to about an ulp. */
-__device__ __forceinline__ void dev_sigmoid2(float u, float *s, float *one_minus_s)
+/* t = exp(-2 |u|) from x and x2 = x^2: -2 log2(e) |u| = |x| (a x^2 + b), one fma and one multiply
+ * (the |x| is the multiply's operand modifier) before the 2^x; the epilogue warps are bound by
+ * their instruction count (docs/PERF.md issue 12 part 8). */
+__device__ __forceinline__ float dev_gelu_t(float x, float x2)
 {
-    const float minus_2_log2e = -2.8853900817779268f;
-    float t = dev_exp2_approx(minus_2_log2e * fabsf(u));
-    float r = dev_rcp_approx(1.0f + t), tr = t * r;
-    *s = u >= 0.0f ? r : tr;
-    *one_minus_s = u >= 0.0f ? tr : r;
+    const double minus_2_log2e = -2.8853900817779268;
+    const float a = (float)(minus_2_log2e * CVF_GELU_K * CVF_GELU_C), b = (float)(minus_2_log2e * CVF_GELU_K);
+    return dev_exp2_approx(fabsf(x) * fmaf(a, x2, b));
 }
 
 __device__ __forceinline__ float dev_gelu(float x)
 {
-    float s, one_minus_s;
-    dev_sigmoid2(dev_gelu_u(x), &s, &one_minus_s);
-    return x * s;
+    const float t = dev_gelu_t(x, x * x);
+    const float r = dev_rcp_approx(1.0f + t);
+    return x * (x >= 0.0f ? r : t * r); /* x s */
 }
 
 /* max / min that return NaN when either input is NaN (fmaxf/fminf would drop it). */
@@ -133,11 +128,11 @@ __device__ __forceinline__ float dev_clamp_nan(float x, float lo, float hi)
     return y;
 }
 
-/* Branch-free, 17 operations: with r = 1 / (1 + t), s (1 - s) = t r^2 in both orders. x is
+/* Branch-free, 15 operations: with r = 1 / (1 + t), s (1 - s) = t r^2 in both orders. x is
  * clamped to +-1e10 first: there s (1 - s) is exactly 0 and the limits 1 and 0 come out, and
  * x^2 cannot overflow into an inf * 0. NaN stays NaN. W values at once, step by step across them
  * (the same operations per value, so the same bits): written value by value, ptxas kept each
- * value's ~17-deep chain of dependent FMA / MUFU operations whole, one after another, and a warp
+ * value's ~15-deep chain of dependent FMA / MUFU operations whole, one after another, and a warp
  * that is alone on its scheduler (the sm90 kernel's epilogue warps) waited out every latency
  * (docs/PERF.md issue 12 part 6: K1 0.40 -> 0.32 ms at 16448 x 4096 x 1024). The consumers' lean
  * epilogue, two warps a scheduler, gained nothing from 8 at once and takes one (dev_gelu_derivative). */
@@ -145,7 +140,7 @@ template <int W>
 __device__ __forceinline__ void dev_gelu_derivative_n(const float (&x)[W], float (&g)[W])
 {
     const float k = (float)CVF_GELU_K, c = (float)CVF_GELU_C;
-    float xc[W], x2[W], u[W], t[W], r[W];
+    float xc[W], x2[W], t[W], r[W];
 #pragma unroll
     for (int i = 0; i < W; i++)
         xc[i] = dev_clamp_nan(x[i], -1e10f, 1e10f);
@@ -154,16 +149,13 @@ __device__ __forceinline__ void dev_gelu_derivative_n(const float (&x)[W], float
         x2[i] = xc[i] * xc[i];
 #pragma unroll
     for (int i = 0; i < W; i++)
-        u[i] = k * xc[i] * fmaf(c, x2[i], 1.0f);
-#pragma unroll
-    for (int i = 0; i < W; i++)
-        t[i] = dev_exp2_approx(-2.8853900817779268f * fabsf(u[i]));
+        t[i] = dev_gelu_t(xc[i], x2[i]);
 #pragma unroll
     for (int i = 0; i < W; i++)
         r[i] = dev_rcp_approx(1.0f + t[i]);
 #pragma unroll
     for (int i = 0; i < W; i++) {
-        const float tr = t[i] * r[i], s = u[i] >= 0.0f ? r[i] : tr;
+        const float tr = t[i] * r[i], s = xc[i] >= 0.0f ? r[i] : tr;
         const float q = fmaf(6.0f * k * c, x2[i], 2.0f * k); /* 2 k (1 + 3 c x^2) */
         g[i] = fmaf(xc[i] * q, tr * r[i], s);
     }
