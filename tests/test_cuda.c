@@ -194,9 +194,8 @@ static bool fast_eligible(const support_matmul_case *c)
     if (c->layout & SUPPORT_INPUTS_PADDED)
         return false; /* shifted one element off alignment */
     const bool at = (c->layout & SUPPORT_A_TRANSPOSED) != 0, bt = (c->layout & SUPPORT_B_TRANSPOSED) != 0;
-    if (c->layout & SUPPORT_ROWS_16B) /* strides padded: a K-major operand's lines must still end on
-                                         16 bytes (K's tail), an MN-major one's need not */
-        return (at || c->k % 8 == 0) && (!bt || c->k % 8 == 0);
+    if (c->layout & SUPPORT_ROWS_16B) /* strides padded to 16 bytes, any extents */
+        return true;
     int64_t a_ld = at ? c->m : c->k;
     int64_t b_ld = bt ? c->k : c->n;
     return a_ld % 8 == 0 && b_ld % 8 == 0;
@@ -1660,8 +1659,9 @@ static void test_cut_tiles(void)
      * tensors): the last 16 bytes of a line are partly past the view. The tails of A and B must
      * read as zeros, and nothing past n may be written: the padding was written on the H200 when
      * such rows took TMA stores, so these outputs take the general epilogue's element stores (no
-     * lean recipe). Odd k runs with A column-major and B row-major: both MN-major, so the sm90
-     * kernel takes them and K's tail is the TMA's zero fill of whole rows (or columns). */
+     * lean recipe). Odd k runs with each operand in each layout: K-major, K's tail is the TMA's
+     * zero fill inside a line (the padding past k holds the fixture's poison); MN-major, of whole
+     * lines. */
     static const struct {
         int64_t m, n, k;
         const char *split, *cluster;
@@ -1669,7 +1669,9 @@ static void test_cut_tiles(void)
     } tails[] = {{296, 517, 640, "7", "1", 0},
                  {296, 517, 640, "7", "1", SUPPORT_A_TRANSPOSED | SUPPORT_B_TRANSPOSED},
                  {200, 1001, 203, "1", "2", SUPPORT_A_TRANSPOSED},
-                 {133, 259, 1001, "k3", "1", SUPPORT_A_TRANSPOSED}};
+                 {200, 1001, 203, "1", "2", SUPPORT_B_TRANSPOSED},
+                 {133, 259, 1001, "k3", "1", SUPPORT_A_TRANSPOSED},
+                 {133, 259, 1001, "k3", "1", 0}};
     for (size_t s = 0; s < ARRAY_SIZE(tails); s++) {
         support_matmul_case c = support_make_matmul_case(tails[s].m, tails[s].n, tails[s].k, &combos[s % 2],
                                                          epilogues[0], tails[s].layout | SUPPORT_ROWS_16B, seed++);

@@ -159,10 +159,10 @@ int operand_layout(const cvf_matrix *x, bool is_a)
     int64_t k_stride = is_a ? x->col_stride : x->row_stride;
     int64_t other = is_a ? x->row_stride : x->col_stride;
     int64_t k_extent = is_a ? x->cols : x->rows, mn_extent = is_a ? x->rows : x->cols;
-    /* K-major: K's lines must also end on a 16-byte boundary. Past the view's K (a view of a wider
-     * tensor) the K tail would come from the padding, if the TMA reads whole 16-byte units as it
-     * writes them (see make_out), where the product needs zeros; not measured, so not taken. */
-    if (k_stride == 1 && tma_stride_ok(other, k_extent) && k_extent % 8 == 0)
+    /* A K-major view of a wider tensor (K not a multiple of 8, lines padded): the TMA's loads
+     * zero-fill past K element by element (H200 probe, docs/PERF.md issue 12 part 8), so K's tail
+     * reads as zeros, as the product needs, whatever the padding holds. */
+    if (k_stride == 1 && tma_stride_ok(other, k_extent))
         return 0;
     if (other == 1 && tma_stride_ok(k_stride, mn_extent))
         return 1;
@@ -171,10 +171,10 @@ int operand_layout(const cvf_matrix *x, bool is_a)
 
 /* The epilogue's view of an output; row-major outputs with 16-byte aligned rows of whole 16-byte
  * units get a tensor map (boxes of 64 rows x 64 bytes) and TMA stores, the others element stores.
- * (A row whose last 16 bytes are partly past the view, n x size not a multiple of 16 within a
- * padded stride: on the H200 the padding after the view's last element was written, with the
- * TMA's stores the only ones to C, mechanism unconfirmed; so such rows take the element stores.
- * test_cuda's cut tiles, SUPPORT_ROWS_16B.) */
+ * (The H200's tensor stores write whole 16-byte units: a row whose last unit is partly past the
+ * view, n x size not a multiple of 16 in a padded stride, would have the padding after its last
+ * element overwritten, a probe found (docs/PERF.md issue 12 part 8); so such rows take the
+ * element stores. test_cuda's cut tiles, SUPPORT_ROWS_16B.) */
 out_desc make_out(cvf_context *ctx, const cvf_matrix *x, CUtensorMap *map)
 {
     out_desc o;
