@@ -457,14 +457,26 @@ static int32_t lean_recipe(const sm90_params *p, cvf_dtype dt, const cvf_matrix 
     return lean_supported(f) ? f : 0;
 }
 
-/* Whether the recipe of p (set) runs in the epilogue warpgroup's kernel (LEAN_WARPS): GELU' +- the
- * bias-gradient sums on 256-wide tiles, aux_in's rows 16-byte aligned (the epilogue warps load 8
- * values at once), unless CVF_CUDA_EPI_WARPS=0 (kept for measurements and tests). */
+/* The most K-slices for which the plain and ReLU recipes run in the epilogue warpgroup's kernel:
+ * its stores under the next tile's mainloop paid up to 20 slices on the H200 (K = 64: -13%, K =
+ * 1280: -3 to -16%), its 3-stage ring and halved wgmmas cost 5-13% from 64 slices (K = 4096 ..
+ * 16448); between, not measured (docs/PERF.md issue 12 part 8). */
+#define EW_STORE_MAX_SLICES 20
+
+/* Whether the recipe of p (set) runs in the epilogue warpgroup's kernel (LEAN_WARPS), on 256-wide
+ * tiles: GELU' +- the bias-gradient sums, aux_in's rows 16-byte aligned (the epilogue warps load 8
+ * values at once); plain and ReLU up to EW_STORE_MAX_SLICES (the epilogue warps store C from the
+ * handoff); unless CVF_CUDA_EPI_WARPS=0 (kept for measurements and tests). */
 static bool use_epilogue_warps(const sm90_params *p, const cvf_epilogue *ep)
 {
-    if ((p->lean & ~LEAN_SUMS) != (LEAN_ON | LEAN_DGELU) || p->tile_n != 256)
+    if (p->tile_n != 256)
         return false;
-    if (ep->aux_in->row_stride % 8 != 0 || (uintptr_t)ep->aux_in->data % 16 != 0)
+    const bool stores_only =
+        (p->lean == LEAN_ON || p->lean == (LEAN_ON | LEAN_RELU)) && p->k_tiles <= EW_STORE_MAX_SLICES;
+    const bool dgelu = (p->lean & ~LEAN_SUMS) == (LEAN_ON | LEAN_DGELU);
+    if (!stores_only && !dgelu)
+        return false;
+    if (dgelu && (ep->aux_in->row_stride % 8 != 0 || (uintptr_t)ep->aux_in->data % 16 != 0))
         return false;
     const char *env = getenv("CVF_CUDA_EPI_WARPS");
     return !(env && strcmp(env, "0") == 0);

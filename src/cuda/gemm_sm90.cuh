@@ -1431,26 +1431,37 @@ __device__ __forceinline__ handoff handoff_of(unsigned char *buf, int32_t *tiles
     return h;
 }
 
-/* Chunks CH.. of acc rounded to 16-bit pairs of dtype DT into the handoff's boxes. */
-template <int DT, int CH, int R>
+/* Chunks CH.. of acc rounded to 16-bit pairs of dtype DT (RELU: clamped at 0 in the same
+ * conversion) into the handoff's boxes. */
+template <int DT, bool RELU, int CH, int R>
 __device__ __forceinline__ void handoff_chunks(unsigned char *buf, const float (&acc)[R], int t)
 {
     if constexpr (CH < 2 * R / CHUNK) {
         uint32_t bits[4][2];
-        pack_chunk<DT, false, CH>(acc, bits);
+        pack_chunk<DT, RELU, CH>(acc, bits);
         stage_pairs_at(buf + CH * SLOT_BYTES, bits, t);
-        handoff_chunks<DT, CH + 1>(buf, acc, t);
+        handoff_chunks<DT, RELU, CH + 1>(buf, acc, t);
     }
 }
 
 /* A consumer warpgroup hands its half of tile (tm, tn) (tm = -1: the end) to the epilogue warps,
- * once they are done with the one before. */
+ * once they are done with the one before. For the recipes without GELU' (p.lean: none or ReLU)
+ * the boxes are C's final values, which the epilogue warps' TMA stores read as they are: each
+ * writer orders its shared-memory writes before them (fence.proxy.async, then the arrive). */
 template <int DT, int R>
-__device__ __forceinline__ void handoff_put(const handoff &h, const float (&acc)[R], int t, int32_t tm, int32_t tn)
+__device__ __forceinline__ void handoff_put(const sm90_params &p, const handoff &h, const float (&acc)[R], int t,
+                                            int32_t tm, int32_t tn)
 {
     named_barrier(h.empty, HANDOFF_THREADS);
-    if (tm >= 0)
-        handoff_chunks<DT, 0>(h.buf, acc, t);
+    if (tm >= 0) {
+        const int act = p.lean & LEAN_ACT_MASK;
+        if (act == LEAN_RELU)
+            handoff_chunks<DT, true, 0>(h.buf, acc, t);
+        else
+            handoff_chunks<DT, false, 0>(h.buf, acc, t);
+        if (act != LEAN_DGELU)
+            fence_proxy_async();
+    }
     if (t == 0) {
         atomicExch(h.tile, tm);
         atomicExch(h.tile + 1, tn);
@@ -1514,7 +1525,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                     prefetch_pairs(p, aux, row0, col0, t);
             }
             if constexpr (EW)
-                handoff_put<DT>(h, acc, t, g.tm, g.tn);
+                handoff_put<DT>(p, h, acc, t, g.tm, g.tn);
             else if (p.lean)
                 lean_dispatch<DT>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
             else
@@ -1522,7 +1533,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         } while (next_segment(p, &c, &g));
     }
     if constexpr (EW)
-        handoff_put<DT>(h, acc, t, -1, 0);
+        handoff_put<DT>(p, h, acc, t, -1, 0);
     else if (t == 0)
         bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
 }
@@ -1633,13 +1644,44 @@ __device__ __forceinline__ void ew_half(const sm90_params &p, const CUtensorMap 
 }
 
 /*
+ * An epilogue warp's loop for the recipes without GELU' (plain and ReLU, C by TMA): the handed-off
+ * boxes are C already, so lane 0 stores chunks e, e + 2, e + 4, e + 6 of each half tile from
+ * the handoff and hands the buffer back once the stores have read it. The consumers' epilogue is
+ * then only the rounding into shared memory; the stores and their waits run under the next tile's
+ * mainloop (docs/PERF.md issue 12 part 8).
+ */
+__device__ __forceinline__ void ew_store_loop(const sm90_params &p, const CUtensorMap *map_c, const handoff &h,
+                                              int half, int e, int lane)
+{
+    for (;;) {
+        named_barrier(h.full, HANDOFF_THREADS);
+        const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
+        if (tm < 0)
+            break;
+        const int64_t row0 = (int64_t)tm * BM + half * 64, col0 = (int64_t)tn * BN_MAX;
+        if (lane == 0 && row0 < p.m) {
+#pragma unroll 1
+            for (int c = e; c < BN_MAX / CHUNK; c += 2)
+                if (col0 + c * CHUNK < p.n)
+                    tma_store_2d(map_c, smem_addr(h.buf + c * SLOT_BYTES), (int32_t)(col0 + c * CHUNK),
+                                 (int32_t)row0);
+            bulk_commit();
+            bulk_wait_read<0>();
+        }
+        __syncwarp();
+        named_arrive(h.empty, HANDOFF_THREADS);
+    }
+}
+
+/*
  * An epilogue warp of the EW kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
  * warpgroup h, one warp on each of the SM's four schedulers. For each half tile handed off, warp e
  * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_chunk) while the consumers already
- * multiply the next tile; once its stores have read the boxes it hands the buffer back. Only the
+ * multiply the next tile; once its stores have read the boxes it hands the buffer back. The
  * recipe GELU' (p.lean: LEAN_DGELU, +- LEAN_SUMS) with 16-bit C by TMA and aux_in rows 16-byte
- * aligned runs here; its product is rounded to 16 bits before the GELU' (the
- * cublaslt+pass rule: C is rounded from the fp32 product of that value and fp32 gelu'(aux_in)).
+ * aligned runs here, its product rounded to 16 bits before the GELU' (the cublaslt+pass rule: C is
+ * rounded from the fp32 product of that value and fp32 gelu'(aux_in)); and the plain and ReLU
+ * recipes, whose warps only store (ew_store_loop).
  */
 template <int DT>
 __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUtensorMap *map_c, const handoff &h,
@@ -1649,6 +1691,12 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
     if (lane == 0)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
     named_arrive(h.empty, HANDOFF_THREADS); /* the buffer starts empty */
+    if ((p.lean & LEAN_ACT_MASK) != LEAN_DGELU) {
+        ew_store_loop(p, map_c, h, half, e, lane);
+        if (lane == 0)
+            bulk_wait_all();
+        return;
+    }
     for (;;) {
         /* the tile the consumers announced when they started its mainloop: its first aux_in loads
          * are issued before it is handed off (and again after, if another tile came) */
