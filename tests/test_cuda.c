@@ -1564,17 +1564,18 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
                 CHECK((cvf_cuda_last_lean(own_ctx) > 0) == want_lean, "%s: ran the %s epilogue (recipe %d)", label,
                       want_lean ? "general" : "lean", (int)cvf_cuda_last_lean(own_ctx));
                 const char *warps_env = getenv("CVF_CUDA_EPI_WARPS");
-                const bool dgelu = ep.activation == CVF_ACTIVATION_DGELU_TANH && !ep.bias &&
-                                   ep.aux_in->row_stride % 8 == 0 && (uintptr_t)ep.aux_in->data % 16 == 0;
-                const bool stores_only = (ep.activation == CVF_ACTIVATION_NONE ||
-                                          ep.activation == CVF_ACTIVATION_RELU) &&
-                                         !ep.bias && !ep.aux_out && !ep.bias_grad &&
-                                         (c->k + 63) / 64 <= 20; /* gemm_sm90.cu's EW_STORE_MAX_SLICES */
-                const bool want_warps = want_lean && width == 256 && (dgelu || stores_only) &&
-                                        !(warps_env && strcmp(warps_env, "0") == 0);
+                const bool beside = want_lean && width == 256 && !(warps_env && strcmp(warps_env, "0") == 0);
+                const bool want_warps = beside && ep.activation == CVF_ACTIVATION_DGELU_TANH && !ep.bias &&
+                                        ep.aux_in->row_stride % 8 == 0 && (uintptr_t)ep.aux_in->data % 16 == 0;
+                const bool want_relay = beside &&
+                                        (ep.activation == CVF_ACTIVATION_NONE || ep.activation == CVF_ACTIVATION_RELU) &&
+                                        !ep.bias && !ep.aux_out && !ep.bias_grad;
                 CHECK(((cvf_cuda_last_lean(own_ctx) & CVF_CUDA_LEAN_WARPS) != 0) == want_warps,
                       "%s: the epilogue %s in the epilogue warpgroup (recipe %d)", label,
                       want_warps ? "did not run" : "ran", (int)cvf_cuda_last_lean(own_ctx));
+                CHECK(((cvf_cuda_last_lean(own_ctx) & CVF_CUDA_LEAN_RELAY) != 0) == want_relay,
+                      "%s: the epilogue %s in the relay kernel (recipe %d)", label, want_relay ? "did not run" : "ran",
+                      (int)cvf_cuda_last_lean(own_ctx));
             }
             support_buffer *outs[3] = {&g->f.c.buffer, &g->f.aux_out.buffer, &g->f.bias_grad.buffer};
             unsigned char *first[3] = {NULL, NULL, NULL};
@@ -1653,7 +1654,8 @@ static void test_cut_tiles(void)
                 run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, e != 1);
                 const char *warps = getenv("CVF_CUDA_EPI_WARPS");
                 if ((e == 0 || e == 2 || e == 3) && shapes[s].width == 256 && !(warps && strcmp(warps, "0") == 0)) {
-                    /* GELU', ReLU and none 256 wide ran in the epilogue warpgroup: again in the consumers */
+                    /* GELU' 256 wide ran in the epilogue warpgroup, ReLU and none in the relay kernel:
+                     * again in the consumers */
                     setenv("CVF_CUDA_EPI_WARPS", "0", 1);
                     run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, true);
                     unsetenv("CVF_CUDA_EPI_WARPS");

@@ -179,6 +179,9 @@ const char *cvf_cuda_last_kernel(const cvf_context *ctx);
  * warpgroup's kernel) or the general epilogue (0); -1 when it did not run sm90. */
 int32_t cvf_cuda_last_lean(const cvf_context *ctx);
 #define CVF_CUDA_LEAN_WARPS 64
+/* Set instead when the recipe (plain or ReLU) ran in the relay kernel: the consumers hand C to a
+ * spare warp of the producer's warpgroup, which stores it. */
+#define CVF_CUDA_LEAN_RELAY 128
 
 /* The context's cache of engine choices (engines.cu): made at context creation, freed with it. */
 void *cvf_cuda_engine_cache_create(void);

@@ -457,29 +457,25 @@ static int32_t lean_recipe(const sm90_params *p, cvf_dtype dt, const cvf_matrix 
     return lean_supported(f) ? f : 0;
 }
 
-/* The most K-slices for which the plain and ReLU recipes run in the epilogue warpgroup's kernel:
- * its stores under the next tile's mainloop paid up to 20 slices on the H200 (K = 64: -13%, K =
- * 1280: -3 to -16%), its 3-stage ring and halved wgmmas cost 5-13% from 64 slices (K = 4096 ..
- * 16448); between, not measured (docs/PERF.md issue 12 part 8). */
-#define EW_STORE_MAX_SLICES 20
-
-/* Whether the recipe of p (set) runs in the epilogue warpgroup's kernel (LEAN_WARPS), on 256-wide
- * tiles: GELU' +- the bias-gradient sums, aux_in's rows 16-byte aligned (the epilogue warps load 8
- * values at once); plain and ReLU up to EW_STORE_MAX_SLICES (the epilogue warps store C from the
- * handoff); unless CVF_CUDA_EPI_WARPS=0 (kept for measurements and tests). */
-static bool use_epilogue_warps(const sm90_params *p, const cvf_epilogue *ep)
+/* Where the recipe of p (set) runs its epilogue beside the consumers, on 256-wide tiles (0: in
+ * the consumers): GELU' +- the bias-gradient sums in the epilogue warpgroup's kernel
+ * (LEAN_WARPS), aux_in's rows 16-byte aligned (the epilogue warps load 8 values at once); plain
+ * and ReLU in the relay kernel (LEAN_RELAY: a spare warp stores C from the handoff; at no K slower
+ * than the consumers' epilogue on the H200, docs/PERF.md issue 12 part 8); unless
+ * CVF_CUDA_EPI_WARPS=0 (kept for measurements and tests). */
+static int32_t epilogue_beside(const sm90_params *p, const cvf_epilogue *ep)
 {
     if (p->tile_n != 256)
-        return false;
-    const bool stores_only =
-        (p->lean == LEAN_ON || p->lean == (LEAN_ON | LEAN_RELU)) && p->k_tiles <= EW_STORE_MAX_SLICES;
-    const bool dgelu = (p->lean & ~LEAN_SUMS) == (LEAN_ON | LEAN_DGELU);
-    if (!stores_only && !dgelu)
-        return false;
-    if (dgelu && (ep->aux_in->row_stride % 8 != 0 || (uintptr_t)ep->aux_in->data % 16 != 0))
-        return false;
+        return 0;
     const char *env = getenv("CVF_CUDA_EPI_WARPS");
-    return !(env && strcmp(env, "0") == 0);
+    if (env && strcmp(env, "0") == 0)
+        return 0;
+    if (p->lean == LEAN_ON || p->lean == (LEAN_ON | LEAN_RELU))
+        return LEAN_RELAY;
+    if ((p->lean & ~LEAN_SUMS) == (LEAN_ON | LEAN_DGELU) && ep->aux_in->row_stride % 8 == 0 &&
+        (uintptr_t)ep->aux_in->data % 16 == 0)
+        return LEAN_WARPS;
+    return 0;
 }
 
 cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const cvf_matrix *a, const cvf_matrix *b,
@@ -522,8 +518,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.aux_out = make_out(ctx, ep->aux_out, &maps[3]);
     p.partials = partials;
     p.lean = lean_recipe(&p, a->dtype, c, ep);
-    if (use_epilogue_warps(&p, ep))
-        p.lean |= LEAN_WARPS;
+    p.lean |= epilogue_beside(&p, ep);
     cvf_cuda_state_of(ctx)->last_lean = p.lean;
     /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
      * sized by the schedule of the product alone, which cuts at least as much as any launch's) */

@@ -37,6 +37,12 @@ constexpr int min_int(int a, int b)
 /* The epilogue warpgroup's kernel (EW, see epilogue_warps): 512 threads, and per consumer
  * warpgroup the [tm, tn] of the half tile handed off and of the one it multiplies now. */
 constexpr int THREADS_EW = 512;
+/* Where a kernel instance runs its epilogue (its template parameter EPI): in the consumers
+ * (EPI_CONSUMERS), in the epilogue warpgroup (EPI_WARPGROUP, 512 threads, epilogue_warps), or
+ * relayed (EPI_RELAY, 384 threads): the consumers round the tile into the same handoff as for the
+ * epilogue warpgroup and a spare warp of the producer's warpgroup stores it (relay_warp). The
+ * last two share the handoff's geometry (tile_cfg's EW: a 3-stage ring). */
+constexpr int EPI_CONSUMERS = 0, EPI_WARPGROUP = 1, EPI_RELAY = 2;
 constexpr int HANDOFF_FIXED_BYTES = 8 * 4; /* per consumer warpgroup [tm, tn] handed off, [tm, tn] announced */
 constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
 /* The rows of a bias-gradient slab in the EW kernel (a half tile; the others: CVF_CUDA_SM90_SLAB). */
@@ -917,9 +923,10 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
 constexpr int LEAN_ON = 1, LEAN_BIAS = 2, LEAN_AUX_OUT = 4, LEAN_SUMS = 8;
 constexpr int LEAN_RELU = 1 << 4, LEAN_GELU = 2 << 4, LEAN_DGELU = 3 << 4, LEAN_ACT_MASK = 3 << 4;
 /* Beside a recipe: it runs in the epilogue warpgroup's kernel (EW, epilogue_warps), not in the
- * consumers (the host sets it for GELU' +- sums, 256-wide tiles, aux_in rows 16-byte aligned). */
-constexpr int LEAN_WARPS = 1 << 6;
-static_assert(LEAN_WARPS == CVF_CUDA_LEAN_WARPS, "the tests' name of it");
+ * consumers (the host sets it for GELU' +- sums, 256-wide tiles, aux_in rows 16-byte aligned);
+ * or, LEAN_RELAY, in the relay kernel (plain and ReLU, 256-wide tiles: relay_warp). */
+constexpr int LEAN_WARPS = 1 << 6, LEAN_RELAY = 1 << 7;
+static_assert(LEAN_WARPS == CVF_CUDA_LEAN_WARPS && LEAN_RELAY == CVF_CUDA_LEAN_RELAY, "the tests' names of them");
 /* The recipes compiled into every kernel, lean_kind(0 .. LEAN_KIND_COUNT) (the host picks one of
  * them or the general epilogue):
  * plain and ReLU, with and without bias (MatMul+ReLU, the plain GEMMs, fc2); bias + GELU with and
@@ -1353,7 +1360,7 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
  * is done (a unit's first slice, waited on to read the unit id).
  */
-template <int DT, int A_MN, int B_MN, bool EW, int R>
+template <int DT, int A_MN, int B_MN, bool EW, bool HALVES, int R>
 __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g,
                                          bool first_waited, float (&acc)[R], int wg, int t, int *last)
 {
@@ -1361,7 +1368,7 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
     for (int32_t kt = g.kt0; kt < g.kt1; kt++) {
         if (kt != g.kt0 || !first_waited)
             mbar_wait(rg.full0 + 8 * r.stage, r.phase);
-        issue_slice<DT, A_MN, B_MN, EW>(rg, r, acc, wg, kt > g.kt0);
+        issue_slice<DT, A_MN, B_MN, HALVES>(rg, r, acc, wg, kt > g.kt0);
         if (prev >= 0) { /* the previous slice's wgmmas are done: give its stage back */
             wgmma_wait<1>();
             fence_acc(acc);
@@ -1393,10 +1400,11 @@ __device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, c
 }
 
 /*
- * The handoff of the epilogue warpgroup's kernel (EW): per consumer warpgroup, its finished
- * 64 x 256 half tile rounded to 16 bits, chunk c (32 columns) in box c of buf in the TMA's 64-byte
- * swizzle (stage_pairs_at), with [tm, tn] of the tile, or tm = -1: no more. Two named barriers
- * of the 128 consumer threads and the 64 of the two epilogue warps serving the warpgroup order it
+ * The handoff of the epilogue warpgroup's kernel and of the relay kernel: per consumer warpgroup,
+ * its finished 64 x 256 half tile rounded to 16 bits, chunk c (32 columns) in box c of buf in the
+ * TMA's 64-byte swizzle (stage_pairs_at), with [tm, tn] of the tile, or tm = -1: no more. Two
+ * named barriers of the 128 consumer threads and the 64 of the two epilogue warps (the 32 of the
+ * relay warp) serving the warpgroup order it
  * (bar.arrive releases, bar.sync acquires; no spinning, unlike an mbarrier's try_wait): "full",
  * which the consumers arrive on once written and the epilogue warps sync on, and "empty", the
  * other way round once the epilogue warps' TMA stores have read the boxes (and once at the start:
@@ -1405,12 +1413,12 @@ __device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, c
  * docs/PERF.md, issue 12 part 6. One half at a time: the consumers finish a tile's mainloop about
  * when the epilogue of the one before ends.
  */
-constexpr int HANDOFF_BARRIER = 3;             /* full: 3 + 2 wg, empty: 4 + 2 wg (1, 2: put_group's) */
-constexpr int HANDOFF_THREADS = 128 + 2 * 32;
+constexpr int HANDOFF_BARRIER = 3; /* full: 3 + 2 wg, empty: 4 + 2 wg (1, 2: put_group's) */
 
 struct handoff {
     unsigned char *buf;
     int full, empty; /* named barrier ids */
+    int threads;     /* of each barrier: the consumer warpgroup and the warps it hands off to */
     int32_t *tile;
     int32_t *next; /* [tm, tn] of the tile whose mainloop the warpgroup runs now (a hint), or -1 */
 };
@@ -1420,9 +1428,10 @@ __device__ __forceinline__ void named_arrive(int id, int threads)
     asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ __forceinline__ handoff handoff_of(unsigned char *buf, int32_t *tiles, int wg)
+__device__ __forceinline__ handoff handoff_of(unsigned char *buf, int32_t *tiles, int wg, int epi)
 {
     handoff h;
+    h.threads = 128 + (epi == EPI_RELAY ? 1 : 2) * 32;
     h.buf = buf + wg * tile_cfg<BN_MAX, true>::STAGE_BYTES;
     h.full = HANDOFF_BARRIER + 2 * wg;
     h.empty = HANDOFF_BARRIER + 2 * wg + 1;
@@ -1444,15 +1453,15 @@ __device__ __forceinline__ void handoff_chunks(unsigned char *buf, const float (
     }
 }
 
-/* A consumer warpgroup hands its half of tile (tm, tn) (tm = -1: the end) to the epilogue warps,
- * once they are done with the one before. For the recipes without GELU' (p.lean: none or ReLU)
- * the boxes are C's final values, which the epilogue warps' TMA stores read as they are: each
+/* A consumer warpgroup hands its half of tile (tm, tn) (tm = -1: the end) to the epilogue or
+ * relay warps, once they are done with the one before. For the relay's recipes (p.lean: none or
+ * ReLU) the boxes are C's final values, which the relay warp's TMA stores read as they are: each
  * writer orders its shared-memory writes before them (fence.proxy.async, then the arrive). */
 template <int DT, int R>
 __device__ __forceinline__ void handoff_put(const sm90_params &p, const handoff &h, const float (&acc)[R], int t,
                                             int32_t tm, int32_t tn)
 {
-    named_barrier(h.empty, HANDOFF_THREADS);
+    named_barrier(h.empty, h.threads);
     if (tm >= 0) {
         const int act = p.lean & LEAN_ACT_MASK;
         if (act == LEAN_RELU)
@@ -1466,7 +1475,7 @@ __device__ __forceinline__ void handoff_put(const sm90_params &p, const handoff 
         atomicExch(h.tile, tm);
         atomicExch(h.tile + 1, tn);
     }
-    named_arrive(h.full, HANDOFF_THREADS);
+    named_arrive(h.full, h.threads);
 }
 
 /*
@@ -1474,11 +1483,12 @@ __device__ __forceinline__ void handoff_put(const sm90_params &p, const handoff 
  * the mainloop, then the epilogue of a whole tile (EW: the handoff to the epilogue warps), or the
  * stream-K exchange of a piece of a cut tile (the last piece to finish runs the epilogue).
  */
-template <int N, int DT, int A_MN, int B_MN, bool EW>
+template <int N, int DT, int A_MN, int B_MN, int EPI>
 __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, const CUtensorMap *map_c,
                                          const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
                                          volatile int32_t *xchg, const handoff &h)
 {
+    constexpr bool EW = EPI != EPI_CONSUMERS; /* a handoff */
     using CFG = tile_cfg<N, EW>;
     stager<CFG::SLOTS> st = consumer_stager<CFG::SLOTS>(p, map_c, map_aux, staging, wg, t);
     const bool prefetch = !EW && (p.aux_packed || p.bias_packed);
@@ -1501,7 +1511,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                 atomicExch(h.next, g.tm);
                 atomicExch(h.next + 1, g.tn);
             }
-            mainloop<DT, A_MN, B_MN, EW>(p, rg, r, g, first_waited, acc, wg, t, &last);
+            mainloop<DT, A_MN, B_MN, EW, EPI == EPI_WARPGROUP>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
             const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * N;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
@@ -1644,24 +1654,24 @@ __device__ __forceinline__ void ew_half(const sm90_params &p, const CUtensorMap 
 }
 
 /*
- * An epilogue warp's loop for the recipes without GELU' (plain and ReLU, C by TMA): the handed-off
- * boxes are C already, so lane 0 stores chunks e, e + 2, e + 4, e + 6 of each half tile from
- * the handoff and hands the buffer back once the stores have read it. The consumers' epilogue is
- * then only the rounding into shared memory; the stores and their waits run under the next tile's
- * mainloop (docs/PERF.md issue 12 part 8).
+ * A relay warp's loop (EPI_RELAY: the plain and ReLU recipes, C by TMA): the handed-off boxes are
+ * C already, so lane 0 stores the 8 boxes of each half tile from the handoff and hands the buffer
+ * back once the stores have read it. The consumers' epilogue is then only the rounding into shared
+ * memory; the stores and their waits run under the next tile's mainloop (docs/PERF.md issue 12
+ * part 8).
  */
-__device__ __forceinline__ void ew_store_loop(const sm90_params &p, const CUtensorMap *map_c, const handoff &h,
-                                              int half, int e, int lane)
+__device__ __forceinline__ void relay_loop(const sm90_params &p, const CUtensorMap *map_c, const handoff &h, int half,
+                                           int lane)
 {
     for (;;) {
-        named_barrier(h.full, HANDOFF_THREADS);
+        named_barrier(h.full, h.threads);
         const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
         if (tm < 0)
             break;
         const int64_t row0 = (int64_t)tm * BM + half * 64, col0 = (int64_t)tn * BN_MAX;
         if (lane == 0 && row0 < p.m) {
 #pragma unroll 1
-            for (int c = e; c < BN_MAX / CHUNK; c += 2)
+            for (int c = 0; c < BN_MAX / CHUNK; c++)
                 if (col0 + c * CHUNK < p.n)
                     tma_store_2d(map_c, smem_addr(h.buf + c * SLOT_BYTES), (int32_t)(col0 + c * CHUNK),
                                  (int32_t)row0);
@@ -1669,7 +1679,7 @@ __device__ __forceinline__ void ew_store_loop(const sm90_params &p, const CUtens
             bulk_wait_read<0>();
         }
         __syncwarp();
-        named_arrive(h.empty, HANDOFF_THREADS);
+        named_arrive(h.empty, h.threads);
     }
 }
 
@@ -1680,8 +1690,7 @@ __device__ __forceinline__ void ew_store_loop(const sm90_params &p, const CUtens
  * multiply the next tile; once its stores have read the boxes it hands the buffer back. The
  * recipe GELU' (p.lean: LEAN_DGELU, +- LEAN_SUMS) with 16-bit C by TMA and aux_in rows 16-byte
  * aligned runs here, its product rounded to 16 bits before the GELU' (the cublaslt+pass rule: C is
- * rounded from the fp32 product of that value and fp32 gelu'(aux_in)); and the plain and ReLU
- * recipes, whose warps only store (ew_store_loop).
+ * rounded from the fp32 product of that value and fp32 gelu'(aux_in)).
  */
 template <int DT>
 __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUtensorMap *map_c, const handoff &h,
@@ -1690,13 +1699,7 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
     const bool sums = (p.lean & LEAN_SUMS) != 0;
     if (lane == 0)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
-    named_arrive(h.empty, HANDOFF_THREADS); /* the buffer starts empty */
-    if ((p.lean & LEAN_ACT_MASK) != LEAN_DGELU) {
-        ew_store_loop(p, map_c, h, half, e, lane);
-        if (lane == 0)
-            bulk_wait_all();
-        return;
-    }
+    named_arrive(h.empty, h.threads); /* the buffer starts empty */
     for (;;) {
         /* the tile the consumers announced when they started its mainloop: its first aux_in loads
          * are issued before it is handed off (and again after, if another tile came) */
@@ -1705,7 +1708,7 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
         uint4 av[4];
         if (next_tm >= 0 && row0 < p.m)
             ew_first_aux(p, av, row0, col0, e, row0 + 64 <= p.m && col0 + BN_MAX <= p.n, lane);
-        named_barrier(h.full, HANDOFF_THREADS);
+        named_barrier(h.full, h.threads);
         const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
         if (tm < 0)
             break;
@@ -1721,22 +1724,38 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
         if (lane == 0)
             bulk_wait_read<0>();
         __syncwarp();
-        named_arrive(h.empty, HANDOFF_THREADS);
+        named_arrive(h.empty, h.threads);
     }
+    if (lane == 0)
+        bulk_wait_all();
+}
+
+/* A relay warp (EPI_RELAY: warp 1 + half of the producer's warpgroup, 40 registers) stores the
+ * half tiles consumer warpgroup `half` hands off (relay_loop). */
+__device__ __forceinline__ void relay_warp(const sm90_params &p, const CUtensorMap *map_c, const handoff &h, int half,
+                                           int lane)
+{
+    if (lane == 0)
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
+    named_arrive(h.empty, h.threads); /* the buffer starts empty */
+    relay_loop(p, map_c, h, half, lane);
     if (lane == 0)
         bulk_wait_all();
 }
 
 /* N: the tile's width. DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is
  * N-contiguous (row-major). Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1
- * and 2 the consumers (232 registers). EW: a fourth warpgroup runs the epilogue (epilogue_warps,
- * 120 registers; the consumers get 176, which holds their 128 accumulators). */
-template <int N, int DT, int A_MN, int B_MN, bool EW>
-__global__ void __launch_bounds__(EW ? THREADS_EW : THREADS, 1)
+ * and 2 the consumers (232 registers). EPI (where the epilogue runs): EPI_WARPGROUP: a fourth
+ * warpgroup runs it (epilogue_warps, 120 registers; the consumers get 176, which holds their 128
+ * accumulators, and issue each k16 step as two m64n128 wgmmas); EPI_RELAY: warps 1 and 2 of the
+ * producer's warpgroup store what the consumers hand off (relay_warp). */
+template <int N, int DT, int A_MN, int B_MN, int EPI>
+__global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1)
     sm90_gemm_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                      const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_aux,
                      const sm90_params p)
 {
+    constexpr bool EW = EPI != EPI_CONSUMERS; /* a handoff */
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
@@ -1781,30 +1800,33 @@ __global__ void __launch_bounds__(EW ? THREADS_EW : THREADS, 1)
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
             producer<N, A_MN, B_MN, EW>(p, rg, &map_a, &map_b);
-    } else if (EW && warpgroup == 3) {
+        else if (EPI == EPI_RELAY && threadIdx.x >= 32 && threadIdx.x < 96)
+            relay_warp(p, &map_c, handoff_of(staging, handoff_tiles, threadIdx.x / 32 - 1, EPI), threadIdx.x / 32 - 1,
+                       threadIdx.x % 32);
+    } else if (EPI == EPI_WARPGROUP && warpgroup == 3) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 120;");
         const int warp = (threadIdx.x - 384) / 32;
-        epilogue_warps<DT>(p, &map_c, handoff_of(staging, handoff_tiles, warp / 2), warp / 2, warp % 2,
+        epilogue_warps<DT>(p, &map_c, handoff_of(staging, handoff_tiles, warp / 2, EPI), warp / 2, warp % 2,
                            threadIdx.x % 32);
     } else {
-        if (EW)
+        if (EPI == EPI_WARPGROUP)
             asm volatile("setmaxnreg.inc.sync.aligned.u32 176;");
         else
             asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
-        consumer<N, DT, A_MN, B_MN, EW>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
-                                        threadIdx.x - 128 * warpgroup, xchg,
-                                        handoff_of(staging, handoff_tiles, warpgroup - 1));
+        consumer<N, DT, A_MN, B_MN, EPI>(p, rg, &map_c, &map_aux, staging, warpgroup - 1,
+                                         threadIdx.x - 128 * warpgroup, xchg,
+                                         handoff_of(staging, handoff_tiles, warpgroup - 1, EPI));
     }
     if (p.cluster == 2)
         cluster_sync(); /* no CTA leaves while its peer may still multicast into it or arrive on it */
 }
 
-template <int N, int DT, int A_MN, int B_MN, bool EW>
+template <int N, int DT, int A_MN, int B_MN, int EPI>
 cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
-    constexpr int SMEM_BYTES = tile_cfg<N, EW>::SMEM_BYTES;
+    constexpr int SMEM_BYTES = tile_cfg<N, EPI != EPI_CONSUMERS>::SMEM_BYTES;
     static bool configured = false; /* per instantiation */
-    auto kernel = sm90_gemm_kernel<N, DT, A_MN, B_MN, EW>;
+    auto kernel = sm90_gemm_kernel<N, DT, A_MN, B_MN, EPI>;
     if (!configured) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
         if (err != cudaSuccess)
@@ -1814,7 +1836,7 @@ cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps
     cudaLaunchConfig_t config = {};
     cudaLaunchAttribute attr[1];
     config.gridDim = dim3((unsigned)grid);
-    config.blockDim = dim3(EW ? THREADS_EW : THREADS);
+    config.blockDim = dim3(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS);
     config.dynamicSmemBytes = SMEM_BYTES;
     config.stream = stream;
     if (p.cluster == 2) {
@@ -1831,27 +1853,30 @@ cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps
     return cvf_cuda_check(ctx, err, "sm90 GEMM kernel launch");
 }
 
-template <int N, int DT, bool EW = false>
+template <int N, int DT, int EPI = EPI_CONSUMERS>
 cvf_status launch_width(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
                         const sm90_params &p, int grid)
 {
     if (la == 0 && lb == 0)
-        return launch<N, DT, 0, 0, EW>(ctx, stream, maps, p, grid);
+        return launch<N, DT, 0, 0, EPI>(ctx, stream, maps, p, grid);
     if (la == 0 && lb == 1)
-        return launch<N, DT, 0, 1, EW>(ctx, stream, maps, p, grid);
+        return launch<N, DT, 0, 1, EPI>(ctx, stream, maps, p, grid);
     if (la == 1 && lb == 0)
-        return launch<N, DT, 1, 0, EW>(ctx, stream, maps, p, grid);
-    return launch<N, DT, 1, 1, EW>(ctx, stream, maps, p, grid);
+        return launch<N, DT, 1, 0, EPI>(ctx, stream, maps, p, grid);
+    return launch<N, DT, 1, 1, EPI>(ctx, stream, maps, p, grid);
 }
 
-/* The instantiation for p.tile_n, the epilogue warpgroup (LEAN_WARPS in p.lean, 256 wide only) and
+/* The instantiation for p.tile_n, the epilogue warpgroup (LEAN_WARPS in p.lean, 256 wide only) or
+ * the relay (LEAN_RELAY, 256 wide only), and
  * the operand layouts la, lb. */
 template <int DT>
 cvf_status launch_layout(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
                          const sm90_params &p, int grid)
 {
     if (p.lean & LEAN_WARPS)
-        return launch_width<256, DT, true>(ctx, stream, la, lb, maps, p, grid);
+        return launch_width<256, DT, EPI_WARPGROUP>(ctx, stream, la, lb, maps, p, grid);
+    if (p.lean & LEAN_RELAY)
+        return launch_width<256, DT, EPI_RELAY>(ctx, stream, la, lb, maps, p, grid);
     if (p.tile_n == 128)
         return launch_width<128, DT>(ctx, stream, la, lb, maps, p, grid);
     if (p.tile_n == 192)
