@@ -48,7 +48,8 @@ constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
 /* The rows of a bias-gradient slab in the EW kernel (a half tile; the others: CVF_CUDA_SM90_SLAB). */
 constexpr int EW_SLAB = 64;
 
-/* The geometry of a tile N columns wide (EW: for the epilogue warpgroup's kernel): R accumulators per consumer thread (its 64 rows x N), the
+/* The geometry of a tile N columns wide (EW: with the handoff, for the epilogue warpgroup's and the
+ * relay kernel): R accumulators per consumer thread (its 64 rows x N), the
  * B stage, the ring's depth, the output slots per consumer warpgroup, and the shared memory: 1 KB
  * alignment slack, the ring, the output staging, then the ring's "full", "empty" and (2-CTA
  * clusters) "mail" mbarriers, the unit id of each stage (set by the producer with the first K-slice
