@@ -17,10 +17,12 @@
  *     output dtype, and the stores, 32 columns at a time through a per-warpgroup shared buffer
  *     so that global stores are 16-byte and coalesced. The producer meanwhile fills the ring
  *     with the next tile's slices.
- *   or, for GELU' (K1 of the MLP backward) on 256-wide tiles, the epilogue warpgroup's kernel
- *     (gemm_sm90.cuh, epilogue_warps; 512 threads): the consumers round the tile to 16 bits into
- *     shared memory and go on with the next tile while a fourth warpgroup runs the GELU', the
- *     bias-gradient sums and the stores.
+ *   or, on 256-wide tiles, the consumers round the tile to 16 bits into a shared-memory handoff
+ *     and go on with the next tile while other warps finish it (gemm_sm90.cuh, EPI):
+ *     for GELU' (K1 of the MLP backward) the epilogue warpgroup's kernel (epilogue_warps; 512
+ *     threads), whose fourth warpgroup runs the GELU', the bias-gradient sums and the stores;
+ *     for the plain and ReLU recipes the relay kernel (relay_warp; 384 threads), whose warps 1
+ *     and 2 of warpgroup 0 store the boxes by TMA.
  * The work is the tiles' K-slices, tile after tile in a grouped order (GROUP_M row tiles per
  * group, then along N, so that the CTAs running at one time share A rows and B columns in L2),
  * cut into units handed out by an atomic counter the producer reads when a stage is free: CTAs

@@ -34,8 +34,7 @@ constexpr int min_int(int a, int b)
     return a < b ? a : b;
 }
 
-/* The epilogue warpgroup's kernel (EW, see epilogue_warps): 512 threads, and per consumer
- * warpgroup the [tm, tn] of the half tile handed off and of the one it multiplies now. */
+/* The epilogue warpgroup's kernel (EPI_WARPGROUP, see epilogue_warps): 512 threads. */
 constexpr int THREADS_EW = 512;
 /* Where a kernel instance runs its epilogue (its template parameter EPI): in the consumers
  * (EPI_CONSUMERS), in the epilogue warpgroup (EPI_WARPGROUP, 512 threads, epilogue_warps), or
@@ -43,9 +42,12 @@ constexpr int THREADS_EW = 512;
  * epilogue warpgroup and a spare warp of the producer's warpgroup stores it (relay_warp). The
  * last two share the handoff's geometry (tile_cfg's EW: a 3-stage ring). */
 constexpr int EPI_CONSUMERS = 0, EPI_WARPGROUP = 1, EPI_RELAY = 2;
-constexpr int HANDOFF_FIXED_BYTES = 8 * 4; /* per consumer warpgroup [tm, tn] handed off, [tm, tn] announced */
+/* With a handoff (EPI_WARPGROUP, EPI_RELAY), per consumer warpgroup the [tm, tn] of the half tile
+ * handed off and of the one it multiplies now (announced; read by the epilogue warps only). */
+constexpr int HANDOFF_FIXED_BYTES = 8 * 4;
 constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
-/* The rows of a bias-gradient slab in the EW kernel (a half tile; the others: CVF_CUDA_SM90_SLAB). */
+/* The rows of a bias-gradient slab in the epilogue warpgroup's kernel (a half tile; the others:
+ * CVF_CUDA_SM90_SLAB). */
 constexpr int EW_SLAB = 64;
 
 /* The geometry of a tile N columns wide (EW: with the handoff, for the epilogue warpgroup's and the
@@ -61,7 +63,7 @@ constexpr int EW_SLAB = 64;
 template <int N, bool EW = false>
 struct tile_cfg {
     static_assert(N == 128 || N == 192 || N == 256, "tile width");
-    static_assert(!EW || N == 256, "the epilogue warpgroup's kernel is 256 wide");
+    static_assert(!EW || N == 256, "the handoff's kernels are 256 wide");
     static constexpr int R = N / 2;
     static constexpr int B_STAGE = N * BK * 2;
     static constexpr int STAGES = EW ? 3 : N == 128 ? 6 : 4;
@@ -928,8 +930,8 @@ constexpr int LEAN_RELU = 1 << 4, LEAN_GELU = 2 << 4, LEAN_DGELU = 3 << 4, LEAN_
  * or, LEAN_RELAY, in the relay kernel (plain and ReLU, 256-wide tiles: relay_warp). */
 constexpr int LEAN_WARPS = 1 << 6, LEAN_RELAY = 1 << 7;
 static_assert(LEAN_WARPS == CVF_CUDA_LEAN_WARPS && LEAN_RELAY == CVF_CUDA_LEAN_RELAY, "the tests' names of them");
-/* The recipes compiled into every kernel, lean_kind(0 .. LEAN_KIND_COUNT) (the host picks one of
- * them or the general epilogue):
+/* The recipes compiled into every EPI_CONSUMERS kernel, lean_kind(0 .. LEAN_KIND_COUNT) (the host
+ * picks one of them or the general epilogue):
  * plain and ReLU, with and without bias (MatMul+ReLU, the plain GEMMs, fc2); bias + GELU with and
  * without aux_out (fc1 in training and in inference); GELU' with and without the bias-gradient
  * sums (K1). */
@@ -1407,14 +1409,14 @@ __device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, c
  * named barriers of the 128 consumer threads and the 64 of the two epilogue warps (the 32 of the
  * relay warp) serving the warpgroup order it
  * (bar.arrive releases, bar.sync acquires; no spinning, unlike an mbarrier's try_wait): "full",
- * which the consumers arrive on once written and the epilogue warps sync on, and "empty", the
- * other way round once the epilogue warps' TMA stores have read the boxes (and once at the start:
+ * which the consumers arrive on once written and the epilogue (relay) warps sync on, and "empty",
+ * the other way round once those warps' TMA stores have read the boxes (and once at the start:
  * the buffer starts empty). compute-sanitizer's racecheck does not follow this arrive / sync
  * ordering (nor the mbarrier one it replaced) and reports the boxes' writes and reads as hazards:
  * docs/PERF.md, issue 12 part 6. One half at a time: the consumers finish a tile's mainloop about
  * when the epilogue of the one before ends.
  */
-constexpr int HANDOFF_BARRIER = 3; /* full: 3 + 2 wg, empty: 4 + 2 wg (1, 2: put_group's) */
+constexpr int HANDOFF_BARRIER = 3; /* full: 3 + 2 wg, empty: 4 + 2 wg (1, 2: put_group's and piece_exchange's) */
 
 struct handoff {
     unsigned char *buf;
@@ -1481,7 +1483,7 @@ __device__ __forceinline__ void handoff_put(const sm90_params &p, const handoff 
 
 /*
  * A consumer warpgroup (rows [64 wg, 64 wg + 64) of each tile): for every unit, every segment:
- * the mainloop, then the epilogue of a whole tile (EW: the handoff to the epilogue warps), or the
+ * the mainloop, then the epilogue of a whole tile (EPI_WARPGROUP, EPI_RELAY: the handoff), or the
  * stream-K exchange of a piece of a cut tile (the last piece to finish runs the epilogue).
  */
 template <int N, int DT, int A_MN, int B_MN, int EPI>
@@ -1508,7 +1510,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            if (EW && t == 0) { /* announce the tile to the epilogue warps (ew's first loads) */
+            if (EW && t == 0) { /* announce the tile (the epilogue warps' first aux_in loads; unread in the relay) */
                 atomicExch(h.next, g.tm);
                 atomicExch(h.next + 1, g.tn);
             }
