@@ -40,7 +40,7 @@ constexpr int THREADS_EW = 512;
  * (EPI_CONSUMERS), in the epilogue warpgroup (EPI_WARPGROUP, 512 threads, epilogue_warps), or
  * relayed (EPI_RELAY, 384 threads): the consumers round the tile into the same handoff as for the
  * epilogue warpgroup and a spare warp of the producer's warpgroup stores it (relay_warp). The
- * last two share the handoff's geometry (tile_cfg's EW: a 3-stage ring). */
+ * last two share the handoff's geometry (tile_cfg's HANDOFF: a 3-stage ring). */
 constexpr int EPI_CONSUMERS = 0, EPI_WARPGROUP = 1, EPI_RELAY = 2;
 /* With a handoff (EPI_WARPGROUP, EPI_RELAY), per consumer warpgroup the [tm, tn] of the half tile
  * handed off and of the one it multiplies now (announced; read by the epilogue warps only). */
@@ -50,7 +50,7 @@ constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
  * CVF_CUDA_SM90_SLAB). */
 constexpr int EW_SLAB = 64;
 
-/* The geometry of a tile N columns wide (EW: with the handoff, for the epilogue warpgroup's and the
+/* The geometry of a tile N columns wide (HANDOFF: with the handoff, for the epilogue warpgroup's and the
  * relay kernel): R accumulators per consumer thread (its 64 rows x N), the
  * B stage, the ring's depth, the output slots per consumer warpgroup, and the shared memory: 1 KB
  * alignment slack, the ring, the output staging, then the ring's "full", "empty" and (2-CTA
@@ -60,21 +60,21 @@ constexpr int EW_SLAB = 64;
  * deeper ring in the same ~227 KB; the output staging takes what the ring leaves, up to MAX_SLOTS
  * (a ring of 3 stages with 10 slots a warpgroup measured no faster than 4 and 4 at 128 x 256, even
  * at K = 64: docs/PERF.md issue 12 part 3). */
-template <int N, bool EW = false>
+template <int N, bool HANDOFF = false>
 struct tile_cfg {
     static_assert(N == 128 || N == 192 || N == 256, "tile width");
-    static_assert(!EW || N == 256, "the handoff's kernels are 256 wide");
+    static_assert(!HANDOFF || N == 256, "the handoff's kernels are 256 wide");
     static constexpr int R = N / 2;
     static constexpr int B_STAGE = N * BK * 2;
-    static constexpr int STAGES = EW ? 3 : N == 128 ? 6 : 4;
+    static constexpr int STAGES = HANDOFF ? 3 : N == 128 ? 6 : 4;
     static constexpr int FIXED_BYTES =
-        1024 + 3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES + (EW ? HANDOFF_FIXED_BYTES : 0);
+        1024 + 3 * STAGES * 8 + 4 * STAGES + 8 + 4 * STAGES + (HANDOFF ? HANDOFF_FIXED_BYTES : 0);
     static constexpr int RING_BYTES = STAGES * (A_STAGE + B_STAGE);
     static constexpr int SLOTS =
-        EW ? HANDOFF_SLOTS : min_int(MAX_SLOTS, (SMEM_LIMIT - FIXED_BYTES - RING_BYTES) / (2 * SLOT_BYTES));
-    static constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* a warpgroup's output staging (EW: its handoff) */
+        HANDOFF ? HANDOFF_SLOTS : min_int(MAX_SLOTS, (SMEM_LIMIT - FIXED_BYTES - RING_BYTES) / (2 * SLOT_BYTES));
+    static constexpr int STAGE_BYTES = SLOTS * SLOT_BYTES; /* a warpgroup's output staging (or its handoff) */
     static constexpr int SMEM_BYTES = FIXED_BYTES + RING_BYTES + 2 * STAGE_BYTES;
-    static_assert(EW || SLOTS >= 4, "output staging");
+    static_assert(HANDOFF || SLOTS >= 4, "output staging");
     static_assert(SMEM_BYTES <= SMEM_LIMIT, "shared memory");
 };
 /* The most shared memory any width takes (the device must offer it). */
@@ -925,7 +925,7 @@ __device__ __forceinline__ void epilogue_tile(const sm90_params &p, const CUtens
  * the general epilogue). The activation is in bits 4-5. */
 constexpr int LEAN_ON = 1, LEAN_BIAS = 2, LEAN_AUX_OUT = 4, LEAN_SUMS = 8;
 constexpr int LEAN_RELU = 1 << 4, LEAN_GELU = 2 << 4, LEAN_DGELU = 3 << 4, LEAN_ACT_MASK = 3 << 4;
-/* Beside a recipe: it runs in the epilogue warpgroup's kernel (EW, epilogue_warps), not in the
+/* Beside a recipe: it runs in the epilogue warpgroup's kernel (epilogue_warps), not in the
  * consumers (the host sets it for GELU' +- sums, 256-wide tiles, aux_in rows 16-byte aligned);
  * or, LEAN_RELAY, in the relay kernel (plain and ReLU, 256-wide tiles: relay_warp). */
 constexpr int LEAN_WARPS = 1 << 6, LEAN_RELAY = 1 << 7;
@@ -1258,7 +1258,7 @@ __device__ __forceinline__ int32_t take_unit(const sm90_params &p, const ring &r
  * K-slices, segment after segment. A -1 unit id tells the consumers to stop. The last CTA to
  * finish resets the counters for the next launch.
  */
-template <int N, int A_MN, int B_MN, bool EW>
+template <int N, int A_MN, int B_MN, bool HANDOFF>
 __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, const CUtensorMap *map_a,
                                          const CUtensorMap *map_b)
 {
@@ -1288,7 +1288,7 @@ __device__ __forceinline__ void producer(const sm90_params &p, const ring &rg, c
                     mbar_wait(rg.empty0 + 8 * r.stage, r.phase ^ 1);
                 waited = false;
                 load_slice<N, A_MN, B_MN>(p, rg, r, map_a, map_b, g, kt);
-                advance<tile_cfg<N, EW>::STAGES>(r);
+                advance<tile_cfg<N, HANDOFF>::STAGES>(r);
             }
         } while (next_segment(p, &c, &g));
     }
@@ -1363,7 +1363,7 @@ __device__ __forceinline__ void issue_slice(const ring &rg, const ring_pos &r, f
  * caller waits for the wgmmas, then arrives on it). first_waited: the first slice's "full" wait
  * is done (a unit's first slice, waited on to read the unit id).
  */
-template <int DT, int A_MN, int B_MN, bool EW, bool HALVES, int R>
+template <int DT, int A_MN, int B_MN, bool HANDOFF, bool HALVES, int R>
 __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, ring_pos &r, const segment &g,
                                          bool first_waited, float (&acc)[R], int wg, int t, int *last)
 {
@@ -1379,7 +1379,7 @@ __device__ __forceinline__ void mainloop(const sm90_params &p, const ring &rg, r
                 release_stage(p, rg, prev);
         }
         prev = r.stage;
-        advance<tile_cfg<2 * R, EW>::STAGES>(r);
+        advance<tile_cfg<2 * R, HANDOFF>::STAGES>(r);
     }
     *last = prev;
 }
@@ -1491,10 +1491,10 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                                          const CUtensorMap *map_aux, unsigned char *staging, int wg, int t,
                                          volatile int32_t *xchg, const handoff &h)
 {
-    constexpr bool EW = EPI != EPI_CONSUMERS; /* a handoff */
-    using CFG = tile_cfg<N, EW>;
+    constexpr bool HANDOFF = EPI != EPI_CONSUMERS;
+    using CFG = tile_cfg<N, HANDOFF>;
     stager<CFG::SLOTS> st = consumer_stager<CFG::SLOTS>(p, map_c, map_aux, staging, wg, t);
-    const bool prefetch = !EW && (p.aux_packed || p.bias_packed);
+    const bool prefetch = !HANDOFF && (p.aux_packed || p.bias_packed);
     float acc[CFG::R];
 #pragma unroll
     for (int i = 0; i < CFG::R; i++)
@@ -1510,11 +1510,12 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            if (EW && t == 0) { /* announce the tile (the epilogue warps' first aux_in loads; unread in the relay) */
+            /* announce the tile (the epilogue warps' first aux_in loads; unread in the relay) */
+            if (HANDOFF && t == 0) {
                 atomicExch(h.next, g.tm);
                 atomicExch(h.next + 1, g.tn);
             }
-            mainloop<DT, A_MN, B_MN, EW, EPI == EPI_WARPGROUP>(p, rg, r, g, first_waited, acc, wg, t, &last);
+            mainloop<DT, A_MN, B_MN, HANDOFF, EPI == EPI_WARPGROUP>(p, rg, r, g, first_waited, acc, wg, t, &last);
             first_waited = false;
             const int64_t row0 = (int64_t)g.tm * BM + wg * 64, col0 = (int64_t)g.tn * N;
             const bool whole = g.kt0 == 0 && g.kt1 == p.k_tiles;
@@ -1537,7 +1538,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                 if (prefetch)
                     prefetch_pairs(p, aux, row0, col0, t);
             }
-            if constexpr (EW)
+            if constexpr (HANDOFF)
                 handoff_put<DT>(p, h, acc, t, g.tm, g.tn);
             else if (p.lean)
                 lean_dispatch<DT>(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
@@ -1545,13 +1546,13 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
                 epilogue_tile(p, map_c, map_aux, acc, st, wg, t, row0, col0, aux);
         } while (next_segment(p, &c, &g));
     }
-    if constexpr (EW)
+    if constexpr (HANDOFF)
         handoff_put<DT>(p, h, acc, t, -1, 0);
     else if (t == 0)
         bulk_wait_all(); /* the staging buffers stay until the last stores have read them */
 }
 
-/* aux_in's 8 columns [col, col + 8) of row i (16-byte aligned: aux_in's rows are, in the EW kernel)
+/* aux_in's 8 columns [col, col + 8) of row i (16-byte aligned: aux_in's rows are, in the epilogue warpgroup's kernel)
  * as packed 16-bit values; inside: all of them in the matrix, else those outside read as 0. */
 __device__ __forceinline__ uint4 load_aux8(const sm90_params &p, int64_t i, int64_t col, bool inside)
 {
@@ -1687,7 +1688,7 @@ __device__ __forceinline__ void relay_loop(const sm90_params &p, const CUtensorM
 }
 
 /*
- * An epilogue warp of the EW kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
+ * An epilogue warp of the epilogue warpgroup's kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
  * warpgroup h, one warp on each of the SM's four schedulers. For each half tile handed off, warp e
  * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_chunk) while the consumers already
  * multiply the next tile; once its stores have read the boxes it hands the buffer back. The
@@ -1758,11 +1759,11 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
                      const __grid_constant__ CUtensorMap map_c, const __grid_constant__ CUtensorMap map_aux,
                      const sm90_params p)
 {
-    constexpr bool EW = EPI != EPI_CONSUMERS; /* a handoff */
+    constexpr bool HANDOFF = EPI != EPI_CONSUMERS;
     extern __shared__ unsigned char smem_raw[];
     unsigned char *smem =
         smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023); /* 1024-aligned: the swizzle atom */
-    using CFG = tile_cfg<N, EW>;
+    using CFG = tile_cfg<N, HANDOFF>;
     constexpr int STAGES = CFG::STAGES;
     ring rg;
     rg.a = smem_addr(smem);
@@ -1776,7 +1777,7 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
     volatile int32_t *xchg = rg.stage_unit + STAGES;
     rg.mail = rg.stage_unit + STAGES + 2;
     rg.rank = p.cluster == 2 ? cluster_rank() : 0;
-    /* EW: the handoffs' tiles after the mailboxes */
+    /* with a handoff: the handoffs' tiles after the mailboxes */
     int32_t *handoff_tiles = rg.mail + STAGES;
 
     const int warpgroup = threadIdx.x / 128;
@@ -1786,7 +1787,7 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
             mbar_init(rg.empty0 + 8 * s, 2 * p.cluster);
             mbar_init(rg.mail_bar0 + 8 * s, 1);
         }
-        if (EW)
+        if (HANDOFF)
             for (int wg = 0; wg < 2; wg++) { /* no tile announced yet (tn too: a torn read is a real tile) */
                 handoff_tiles[4 + 2 * wg] = -1;
                 handoff_tiles[5 + 2 * wg] = 0;
@@ -1802,7 +1803,7 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
     if (warpgroup == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
-            producer<N, A_MN, B_MN, EW>(p, rg, &map_a, &map_b);
+            producer<N, A_MN, B_MN, HANDOFF>(p, rg, &map_a, &map_b);
         else if (EPI == EPI_RELAY && threadIdx.x >= 32 && threadIdx.x < 96)
             relay_warp(p, &map_c, handoff_of(staging, handoff_tiles, threadIdx.x / 32 - 1, EPI), threadIdx.x / 32 - 1,
                        threadIdx.x % 32);
