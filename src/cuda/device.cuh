@@ -80,12 +80,6 @@ __device__ __forceinline__ void dev_store(void *data, int32_t dtype, int64_t ind
         ((unsigned short *)data)[index] = dev_round16(value, dtype);
 }
 
-/* GELU in the tail-safe sigmoid form of the CPU backend (gemm.c): with u = k (x + c x^3),
- * gelu(x) = x sigmoid(2u), gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2). Both s = sigmoid(2u) and
- * 1 - s come from one exponential t = exp(-2 |u|) in (0, 1]: r = 1 / (1 + t) and t r are s and
- * 1 - s in one order or the other (s = r where u >= 0), so neither tail cancels and no infinity
- * meets a zero. u has the sign of x (k > 0, 1 + c x^2 > 0), so the order is chosen on x. */
-
 /* 2^x and 1/x with the hardware's approximations (MUFU: about 2 ulp; subnormal results flush to
  * zero): no range reduction, no slow path, no branch, so the epilogue's elements interleave. */
 __device__ __forceinline__ float dev_exp2_approx(float x)
@@ -101,6 +95,12 @@ __device__ __forceinline__ float dev_rcp_approx(float x)
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
+
+/* GELU in the tail-safe sigmoid form of the CPU backend (gemm.c): with u = k (x + c x^3),
+ * gelu(x) = x sigmoid(2u), gelu'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2). Both s = sigmoid(2u) and
+ * 1 - s come from one exponential t = exp(-2 |u|) in (0, 1]: r = 1 / (1 + t) and t r are s and
+ * 1 - s in one order or the other (s = r where u >= 0), so neither tail cancels and no infinity
+ * meets a zero. u has the sign of x (k > 0, 1 + c x^2 > 0), so the order is chosen on x. */
 
 /* t = exp(-2 |u|) from x and x2 = x^2: -2 log2(e) |u| = |x| (a x^2 + b), one fma and one multiply
  * (the |x| is the multiply's operand modifier) before the 2^x; the epilogue warps are bound by

@@ -43,7 +43,7 @@ constexpr int THREADS_EW = 512;
  * last two share the handoff's geometry (tile_cfg's HANDOFF: a 3-stage ring). */
 constexpr int EPI_CONSUMERS = 0, EPI_WARPGROUP = 1, EPI_RELAY = 2;
 /* With a handoff (EPI_WARPGROUP, EPI_RELAY), per consumer warpgroup the [tm, tn] of the half tile
- * handed off and of the one it multiplies now (announced; read by the epilogue warps only). */
+ * handed off and of the one it multiplies now (announced, in the epilogue warpgroup's kernel only). */
 constexpr int HANDOFF_FIXED_BYTES = 8 * 4;
 constexpr int HANDOFF_SLOTS = BN_MAX / CHUNK; /* a half tile's boxes */
 /* The rows of a bias-gradient slab in the epilogue warpgroup's kernel (a half tile; the others:
@@ -1510,8 +1510,8 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
         bool first_waited = true;
         do {
             int last;
-            /* announce the tile (the epilogue warps' first aux_in loads; unread in the relay) */
-            if (HANDOFF && t == 0) {
+            /* announce the tile (the epilogue warps' first aux_in loads) */
+            if (EPI == EPI_WARPGROUP && t == 0) {
                 atomicExch(h.next, g.tm);
                 atomicExch(h.next + 1, g.tn);
             }
