@@ -438,6 +438,10 @@ struct piece_set {
     int32_t first, count, stride;
 };
 
+/* The accumulators a thread reads from each piece's slot at a time in piece_exchange (as many
+ * values in flight; it divides R at every width). */
+constexpr int EXCHANGE_GROUP = 32;
+
 /* The pieces of segment g's tile: the consecutive stream-K units that meet it, or its K parts. */
 __device__ __forceinline__ piece_set pieces_of(const sm90_params &p, const segment &g)
 {
@@ -474,6 +478,9 @@ __device__ __forceinline__ float *slot_of(const sm90_params &p, int32_t v, int32
  * The sum is ((p0 + p1) + p2) + ... whichever piece finished last: when that piece is p0 or p1
  * its registers are added to the other of the two (one commutative addition), else it stores
  * them too and the sum is made from memory. The registers hold the running sum: no second array.
+ * A slot holds a thread's accumulators 4 at a time (float4 q of thread t at q x 128 + t), so that
+ * the last piece's reads, which wait on L2's latency, move 16 bytes a load (docs/PERF.md issue 12
+ * part 9).
  */
 template <int R>
 __device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc)[R], const segment &g, int32_t u,
@@ -488,10 +495,10 @@ __device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc
     const bool last = xchg[wg] == pieces - 1;
     const int32_t mine = (u - u_first) / ps.stride; /* this piece's place in the sum */
     if (!last || mine >= 2) {
-        float *part = slot_of(p, u, u_first) + wg * 128 * R;
+        float4 *part = reinterpret_cast<float4 *>(slot_of(p, u, u_first) + wg * 128 * R);
 #pragma unroll
-        for (int i = 0; i < R; i++)
-            __stcg(part + i * 128 + t, acc[i]);
+        for (int q = 0; q < R / 4; q++)
+            __stcg(part + q * 128 + t, make_float4(acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]));
     }
     if (!last) {
         __threadfence();
@@ -505,19 +512,29 @@ __device__ __forceinline__ bool piece_exchange(const sm90_params &p, float (&acc
             ;
     named_barrier(1 + wg, 128);
     __threadfence();
-    /* 16 accumulators at a time over the pieces (16 loads in flight per piece): a loop over the
-     * pieces around all 128 made the compiler spill. */
+    /* EXCHANGE_GROUP accumulators at a time over the pieces (as many loaded values in flight per
+     * piece): a loop over the pieces around all 128 made the compiler spill. */
+    constexpr int G = EXCHANGE_GROUP;
+    static_assert(R % G == 0 && G % 4 == 0, "exchange groups");
 #pragma unroll
-    for (int grp = 0; grp < R / 16; grp++) {
+    for (int grp = 0; grp < R / G; grp++) {
         for (int32_t i = 0, v = u_first; i < pieces; i++, v += ps.stride) {
             if (v == u && mine < 2)
                 continue; /* in the registers already */
-            const float *part = slot_of(p, v, u_first) + wg * 128 * R + grp * 16 * 128 + t;
+            const float4 *part =
+                reinterpret_cast<const float4 *>(slot_of(p, v, u_first) + wg * 128 * R) + grp * (G / 4) * 128 + t;
             const bool overwrite = mine >= 2 && v == u_first;
+            float4 x[G / 4];
 #pragma unroll
-            for (int e = 0; e < 16; e++) {
-                const float x = __ldcg(part + e * 128);
-                acc[grp * 16 + e] = overwrite ? x : acc[grp * 16 + e] + x;
+            for (int e = 0; e < G / 4; e++)
+                x[e] = __ldcg(part + e * 128);
+#pragma unroll
+            for (int e = 0; e < G / 4; e++) {
+                float *a = &acc[grp * G + 4 * e];
+                a[0] = overwrite ? x[e].x : a[0] + x[e].x;
+                a[1] = overwrite ? x[e].y : a[1] + x[e].y;
+                a[2] = overwrite ? x[e].z : a[2] + x[e].z;
+                a[3] = overwrite ? x[e].w : a[3] + x[e].w;
             }
         }
     }
