@@ -1531,10 +1531,13 @@ static void test_mlp_plan(void)
  * pairs sharing B by multicast) and CVF_CUDA_TILE_N=width, checks it against the reference, and
  * runs it again: C, aux_out and bias_grad must come out bit-identical (the pieces of a cut tile
  * are added in K order, whichever finished first). Unless want_whole, the schedule must cut
- * tiles (else the section would pass on whole tiles); with cluster "2" it must run pairs. */
-static void run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, int width,
+ * tiles (else the section would pass on whole tiles); with cluster "2" it must run pairs.
+ * Returns whether the epilogue ran beside the consumers (in the epilogue warpgroup or the relay),
+ * so that the caller can run the case again in the consumers. */
+static bool run_forced_case(const support_matmul_case *c, const char *split, const char *cluster, int width,
                             bool want_whole, bool want_lean)
 {
+    bool beside_ran = false;
     setenv("CVF_CUDA_SPLITK", split, 1);
     setenv("CVF_CUDA_CLUSTER", cluster, 1);
     char width_text[8];
@@ -1549,6 +1552,8 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
         if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", label, cvf_status_string(status),
                   cvf_context_last_error(own_ctx))) {
             support_matmul_check(&g->f, label);
+            const int32_t lean = cvf_cuda_last_lean(own_ctx);
+            beside_ran = lean > 0 && (lean & (CVF_CUDA_LEAN_WARPS | CVF_CUDA_LEAN_RELAY)) != 0;
             if (hopper && fast_eligible(c)) {
                 CHECK(strcmp(cvf_cuda_last_kernel(own_ctx), "sm90") == 0, "%s: ran '%s', expected sm90", label,
                       cvf_cuda_last_kernel(own_ctx));
@@ -1599,6 +1604,7 @@ static void run_forced_case(const support_matmul_case *c, const char *split, con
     unsetenv("CVF_CUDA_SPLITK");
     unsetenv("CVF_CUDA_CLUSTER");
     unsetenv("CVF_CUDA_TILE_N");
+    return beside_ran;
 }
 
 /* Whether a forced case keeps whole tiles: one K step, or CVF_CUDA_SPLITK "1" (nothing to cut). */
@@ -1651,11 +1657,9 @@ static void test_cut_tiles(void)
                 /* combos 0 and 1 are all f16 / all bf16, so every
                  * epilogue but GELU with column sums has a lean recipe. */
                 const bool whole = keeps_whole_tiles(shapes[s].k, shapes[s].split);
-                run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, e != 1);
-                const char *warps = getenv("CVF_CUDA_EPI_WARPS");
-                if ((e == 0 || e == 2 || e == 3) && shapes[s].width == 256 && !(warps && strcmp(warps, "0") == 0)) {
-                    /* GELU' 256 wide ran in the epilogue warpgroup, ReLU and none in the relay kernel:
-                     * again in the consumers */
+                if (run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, e != 1)) {
+                    /* GELU' 256 wide ran in the epilogue warpgroup, ReLU and none in the relay kernel
+                     * (run_forced_case checks which): again in the consumers */
                     setenv("CVF_CUDA_EPI_WARPS", "0", 1);
                     run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, true);
                     unsetenv("CVF_CUDA_EPI_WARPS");

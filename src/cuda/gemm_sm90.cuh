@@ -1675,36 +1675,6 @@ __device__ __forceinline__ void ew_half(const sm90_params &p, const CUtensorMap 
 }
 
 /*
- * A relay warp's loop (EPI_RELAY: the plain and ReLU recipes, C by TMA): the handed-off boxes are
- * C already, so lane 0 stores the 8 boxes of each half tile from the handoff and hands the buffer
- * back once the stores have read it. The consumers' epilogue is then only the rounding into shared
- * memory; the stores and their waits run under the next tile's mainloop (docs/PERF.md issue 12
- * part 8).
- */
-__device__ __forceinline__ void relay_loop(const sm90_params &p, const CUtensorMap *map_c, const handoff &h, int half,
-                                           int lane)
-{
-    for (;;) {
-        named_barrier(h.full, h.threads);
-        const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
-        if (tm < 0)
-            break;
-        const int64_t row0 = (int64_t)tm * BM + half * 64, col0 = (int64_t)tn * BN_MAX;
-        if (lane == 0 && row0 < p.m) {
-#pragma unroll 1
-            for (int c = 0; c < BN_MAX / CHUNK; c++)
-                if (col0 + c * CHUNK < p.n)
-                    tma_store_2d(map_c, smem_addr(h.buf + c * SLOT_BYTES), (int32_t)(col0 + c * CHUNK),
-                                 (int32_t)row0);
-            bulk_commit();
-            bulk_wait_read<0>();
-        }
-        __syncwarp();
-        named_arrive(h.empty, h.threads);
-    }
-}
-
-/*
  * An epilogue warp of the epilogue warpgroup's kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
  * warpgroup h, one warp on each of the SM's four schedulers. For each half tile handed off, warp e
  * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_chunk) while the consumers already
@@ -1751,15 +1721,38 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
         bulk_wait_all();
 }
 
-/* A relay warp (EPI_RELAY: warp 1 + half of the producer's warpgroup, 40 registers) stores the
- * half tiles consumer warpgroup `half` hands off (relay_loop). */
+/*
+ * A relay warp (EPI_RELAY: the plain and ReLU recipes, C by TMA; warp 1 + half of the producer's
+ * warpgroup, 40 registers) serves consumer warpgroup `half`: the boxes it hands off are C
+ * already, so lane 0 stores the 8 boxes of each half tile from the handoff and hands the buffer
+ * back once the stores have read it. The consumers' epilogue is then only the rounding into
+ * shared memory; the stores and their waits run under the next tile's mainloop (docs/PERF.md
+ * issue 12 part 8).
+ */
 __device__ __forceinline__ void relay_warp(const sm90_params &p, const CUtensorMap *map_c, const handoff &h, int half,
                                            int lane)
 {
     if (lane == 0)
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
     named_arrive(h.empty, h.threads); /* the buffer starts empty */
-    relay_loop(p, map_c, h, half, lane);
+    for (;;) {
+        named_barrier(h.full, h.threads);
+        const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
+        if (tm < 0)
+            break;
+        const int64_t row0 = (int64_t)tm * BM + half * 64, col0 = (int64_t)tn * BN_MAX;
+        if (lane == 0 && row0 < p.m) {
+#pragma unroll 1
+            for (int c = 0; c < BN_MAX / CHUNK; c++)
+                if (col0 + c * CHUNK < p.n)
+                    tma_store_2d(map_c, smem_addr(h.buf + c * SLOT_BYTES), (int32_t)(col0 + c * CHUNK),
+                                 (int32_t)row0);
+            bulk_commit();
+            bulk_wait_read<0>();
+        }
+        __syncwarp();
+        named_arrive(h.empty, h.threads);
+    }
     if (lane == 0)
         bulk_wait_all();
 }
