@@ -334,14 +334,24 @@ static void choose_splits(gemm_plan *plan)
  * OpenBLAS-Haswell: 64^3 1.17x packed, 0.93x direct; 128^3 1.02-1.03x packed, 0.97x direct). */
 #define DIRECT_MAX_VOLUME (128 * 128 * 128)
 
-/* Threads worth waking for a product: about 8 MFLOP each at least (waking a worker costs
- * microseconds, as much as a few MFLOP), at most the pool. */
-static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, int64_t m, int64_t n, int64_t k)
+/* Operand bytes that make a second thread worth waking even for few FLOPs: a core streams about a
+ * megabyte from memory in the ~80 us that 8 MFLOP take it. A few tokens through a weight matrix
+ * (S = 1, 2 of the MLP: 4.7 MFLOP over 9.4 MB) are bound by reading it, and one core reads at
+ * about half the rate two do. */
+#define BYTES_PER_THREAD ((double)(1 << 20))
+
+/* Threads worth waking for a product: about 8 MFLOP each, or a megabyte of operands each, at
+ * least (waking a worker costs microseconds, as much as a few MFLOP), at most the pool. */
+static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, const cvf_matrix *a, const cvf_matrix *b,
+                              const cvf_matrix *c)
 {
     if (cfg->forced.kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
         return cvf_threadpool_size(ctx->pool);
-    double flops = 2.0 * (double)m * (double)n * (double)(k > 0 ? k : 1);
-    double threads = flops / 8e6;
+    double m = (double)c->rows, n = (double)c->cols, k = (double)(a->cols > 0 ? a->cols : 1);
+    double flops = 2.0 * m * n * k;
+    double bytes = m * k * (double)cvf_dtype_size(a->dtype) + k * n * (double)cvf_dtype_size(b->dtype) +
+                   m * n * (double)cvf_dtype_size(c->dtype);
+    double threads = flops / 8e6 > bytes / BYTES_PER_THREAD ? flops / 8e6 : bytes / BYTES_PER_THREAD;
     int32_t pool = cvf_threadpool_size(ctx->pool);
     return threads < 1.0 ? 1 : threads > (double)pool ? pool : (int32_t)threads;
 }
@@ -362,7 +372,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.k = a->cols;
     plan.elt = plan.kernel->format == CVF_CPU_PACK_F32 ? 4 : 2;
     plan.row_tiles = ceil_div(plan.m, plan.mr);
-    int32_t useful = useful_threads(ctx, cfg, plan.m, plan.n, plan.k);
+    int32_t useful = useful_threads(ctx, cfg, a, b, c);
     /* a plain f32 product can accumulate its passes in C itself (direct_c below) */
     bool plain = c->dtype == CVF_F32 && c->col_stride == 1 && ep->activation == CVF_ACTIVATION_NONE && !ep->bias &&
                  !ep->aux_out && !ep->aux_in && !ep->bias_grad;
