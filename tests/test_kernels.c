@@ -461,35 +461,38 @@ static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_
 }
 
 /* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64: every
- * m x n corner of MR x NR, k around the 8-wide steps (1, odd, exact, long), rows of A and B at odd
- * addresses and strides; C outside the corner must keep its poison. */
+ * m x n corner of 16 x NR (the planner's most rows, past MR), k around the 8-wide steps (1, odd,
+ * exact) and past the K blocks (long, odd), rows of A and B at odd addresses and strides; C outside
+ * the corner must keep its poison. */
+#define DOT_ROWS_MAX 16
+#define DOT_K_MAX 1031
 static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
 {
     if (!k->dot)
         return;
-    static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255};
-    const int64_t lda = KC_MAX + 3, ldb = KC_MAX + 5, ldc = k->nr + LDC_EXTRA;
+    static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255, 520, DOT_K_MAX};
+    const int64_t rows = DOT_ROWS_MAX, lda = DOT_K_MAX + 3, ldb = DOT_K_MAX + 5, ldc = k->nr + LDC_EXTRA;
     cvft_rng rng = cvft_rng_make(seed);
-    float *a = alloc_aligned(sizeof(float) * (size_t)(k->mr * lda + 1));
+    float *a = alloc_aligned(sizeof(float) * (size_t)(rows * lda + 1));
     float *b = alloc_aligned(sizeof(float) * (size_t)(k->nr * ldb + 1));
-    float *c = alloc_aligned(sizeof(float) * (size_t)(k->mr * ldc + 1));
+    float *c = alloc_aligned(sizeof(float) * (size_t)(rows * ldc + 1));
     if (!CHECK(a && b && c, "out of memory")) {
         free(a), free(b), free(c);
         return;
     }
-    for (int64_t e = 0; e < k->mr * lda + 1; e++)
+    for (int64_t e = 0; e < rows * lda + 1; e++)
         a[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
     for (int64_t e = 0; e < k->nr * ldb + 1; e++)
         b[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
     int failures = 0;
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
-        for (int64_t m = 1; m <= k->mr; m++)
+        for (int64_t m = 1; m <= rows; m++)
             for (int64_t n = 1; n <= k->nr; n++) {
-                for (int64_t e = 0; e < k->mr * ldc + 1; e++)
+                for (int64_t e = 0; e < rows * ldc + 1; e++)
                     c[e] = float_of(SUPPORT_POISON_F32);
                 k->dot(ks[t], a + 1, lda, m, b + 1, ldb, n, c + 1, ldc);
                 const corner_product prod = {a + 1, lda, b + 1, 1, ldb, ks[t], m, n};
-                failures += check_corner(k, "dot", &prod, c, k->mr * ldc + 1, ldc, failures);
+                failures += check_corner(k, "dot", &prod, c, rows * ldc + 1, ldc, failures);
             }
     CHECK(failures == 0, "%s dot: %d wrong elements", k->name, failures);
     free(a), free(b), free(c);

@@ -328,6 +328,7 @@ static void choose_splits(gemm_plan *plan)
  * tokens at S = 1..16. At S = 8, 8 x 3072 x 768 through W^T took 0.74 ms instead of 1.41 ms
  * packed (one thread, AVX2; PERF.md, issue 16). */
 #define DOT_MAX_ROWS 16
+_Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in the MR_MAX x NR_MAX tile");
 
 /* The largest M x N x K run by the direct kernel (kernels.h, cvf_cpu_direct_fn): below about
  * this, packing A and B costs more than it saves (AVX2, one thread, CPU time against
@@ -1367,12 +1368,11 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     thread_layout layout = thread_scratch(plan);
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
     const float *columns = (const float *)b->data + j0 * b->col_stride;
-    for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr) {
-        int64_t m = min64(plan->mr, plan->m - i0);
-        plan->kernel->dot(plan->k, (const float *)a->data + i0 * a->row_stride, a->row_stride, m, columns,
-                          b->col_stride, n, tile, n);
-        finish_tile(job, tile, n, i0, m, j0, n, aux);
-    }
+    /* all rows at once (at most DOT_MAX_ROWS x NR: within the MR_MAX x NR_MAX tile), so that B's
+     * columns are read once; finished an MR-row tile at a time (the bias-gradient partials' rows) */
+    plan->kernel->dot(plan->k, (const float *)a->data, a->row_stride, plan->m, columns, b->col_stride, n, tile, n);
+    for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr)
+        finish_tile(job, tile + i0 * n, n, i0, min64(plan->mr, plan->m - i0), j0, n, aux);
 }
 
 /* Task of a direct product: one MR-row panel of C against all of B, read in place; an edge panel

@@ -100,8 +100,9 @@ typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, i
 /*
  * A tile of dot products, for products too short in M for packing B to pay (a few tokens through
  * a PyTorch Linear weight, read as W^T: B's columns contiguous), with A and B read in place:
- *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[j * ldb + p]     (i < m <= MR, j < n <= NR)
- * fp32 everything, any alignment, k >= 1; nothing but the m x n corner is written.
+ *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[j * ldb + p]     (i < m, j < n)
+ * fp32 everything, any alignment, any m, n >= 1 (the planner passes up to 16 rows, a product's
+ * tokens, by NR columns), k >= 1; nothing but the m x n corner is written.
  */
 /*
  * The MR x NR tile of fp32 A and B read in place, for products too small for packing to pay:
