@@ -362,6 +362,26 @@ static void test_large_shapes(const contexts *cx)
     cvf_context_destroy(all_cores);
 }
 
+/* A few tokens through a transposed f32 weight (the CPU's dot tiles, <= 16 rows): every row count
+ * up to 16 and one past it, K long enough for several K blocks, and A's rows 2 KB and 4 KB apart
+ * (K = 512, 1024: the tiles read a copy of A with its rows moved apart) as well as padded (read in
+ * place); every epilogue in turn, on every thread count. */
+static void test_token_rows(const contexts *cx)
+{
+    static const int64_t ks[] = {512, 1024, 700};
+    static const int64_t ns[] = {37, 64};
+    uint64_t seed = 21000;
+    int e = 0;
+    for (int64_t m = 1; m <= 17; m++)
+        for (size_t k = 0; k < ARRAY_SIZE(ks); k++)
+            for (size_t n = 0; n < ARRAY_SIZE(ns); n++) {
+                unsigned layout = SUPPORT_B_TRANSPOSED | ((m + (int64_t)k) % 4 == 0 ? SUPPORT_INPUTS_PADDED : 0);
+                support_matmul_case c = support_make_matmul_case(m, ns[n], ks[k], &combos[0],
+                                                                 epilogue_index(e++ % EPILOGUE_COUNT), layout, seed++);
+                run_matmul_case(cx, &c, CPU_ALL_VARIANTS);
+            }
+}
+
 /* cvf_matmul_relu (the seed's fp16 workload, and the other dtypes) over tail shapes and layouts. */
 static void test_matmul_relu(const contexts *cx)
 {
@@ -1391,6 +1411,7 @@ int main(void)
     run_section("degenerate shapes", test_degenerate_shapes, &cx);
     run_section("empty, NULL data", test_empty_with_null_data, &cx);
     run_section("large shapes", test_large_shapes, &cx);
+    run_section("token rows", test_token_rows, &cx);
     run_section("matmul_relu", test_matmul_relu, &cx);
     run_section("column_sum", test_column_sum, &cx);
     run_section("NaN and Inf", test_nan_inf, &cx);

@@ -144,13 +144,14 @@ typedef struct gemm_plan {
     bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
                                   * (unless A holds subnormals; the rest of the plan is the packed one) */
+    int64_t dot_a_ld;            /* > 0: the dot tiles read a copy of A, rows this many floats apart */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
     int64_t packers;             /* tasks that pack one B block together */
     int32_t threads;             /* threads the phases can use (slots of per-thread scratch) */
     size_t thread_stride;        /* bytes of per-thread scratch */
     size_t b_stride, acc_stride; /* bytes of one slice's packed B block and fp32 block */
     int64_t acc_ld;              /* row stride of the fp32 block, in floats */
-    size_t off_b, off_bias, off_acc, off_partials, off_threads, total;
+    size_t off_b, off_bias, off_acc, off_partials, off_dot_a, off_threads, total;
 } gemm_plan;
 
 /* Per-thread scratch, in bytes: packed A block, tile, converted run, aux_in row. */
@@ -330,6 +331,21 @@ static void choose_splits(gemm_plan *plan)
 #define DOT_MAX_ROWS 16
 _Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in the MR_MAX x NR_MAX tile");
 
+/*
+ * Row stride, in floats, of the copy of A that the dot tiles read when A's own rows are a multiple
+ * of 2 KB apart (0: none, A read in place). Such rows fall on the same few L1 sets at every k
+ * (a 32 KB 8-way L1 repeats its sets every 4 KB), so a block's 16 A rows and the B rows beside
+ * them evicted one another: 16 x 768 x 3072 (A rows 12 KB apart) took 0.71-0.74 ms against
+ * 0.60-0.63 with the rows 64 bytes further apart (AVX2, 2 threads; PERF.md, issue 16). The copy,
+ * m x K floats once per call, is a small fraction of the weight the tiles stream.
+ */
+static int64_t dot_copy_stride(const cvf_matrix *a)
+{
+    if (a->rows < 2 || (a->row_stride * (int64_t)sizeof(float)) % 2048 != 0)
+        return 0;
+    return (a->cols + 15) / 16 * 16 + 16; /* whole lines, and one line more */
+}
+
 /* The largest M x N x K run by the direct kernel (kernels.h, cvf_cpu_direct_fn): below about
  * this, packing A and B costs more than it saves (AVX2, one thread, CPU time against
  * OpenBLAS-Haswell: 64^3 1.17x packed, 0.93x direct; 128^3 1.02-1.03x packed, 0.97x direct). */
@@ -387,6 +403,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
                   a->col_stride == 1 && b->col_stride == 1;
     plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
                b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
+    plan.dot_a_ld = plan.dot ? dot_copy_stride(a) : 0;
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
@@ -407,12 +424,14 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
     size_t partial_bytes = ep->bias_grad ? sizeof(float) * (size_t)(plan.row_tiles * plan.n) : 0;
+    size_t dot_a_bytes = sizeof(float) * (size_t)(plan.m * plan.dot_a_ld);
     plan.thread_stride = thread_scratch(&plan).total;
     plan.off_b = 0;
     plan.off_bias = plan.off_b + cvf_round_up_64(b_bytes);
     plan.off_acc = plan.off_bias + cvf_round_up_64(bias_bytes);
     plan.off_partials = plan.off_acc + cvf_round_up_64(acc_bytes);
-    plan.off_threads = plan.off_partials + cvf_round_up_64(partial_bytes);
+    plan.off_dot_a = plan.off_partials + cvf_round_up_64(partial_bytes);
+    plan.off_threads = plan.off_dot_a + cvf_round_up_64(dot_a_bytes);
     plan.total = plan.off_threads + plan.thread_stride * (size_t)max64(plan.threads, 1);
     return plan;
 }
@@ -1362,7 +1381,7 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
 {
     const gemm_job *job = arg;
     const gemm_plan *plan = &job->plan;
-    const cvf_matrix *a = job->a, *b = job->b;
+    const cvf_matrix *b = job->b;
     int64_t j0 = task * plan->nr, n = min64(plan->nr, plan->n - j0);
     char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
     thread_layout layout = thread_scratch(plan);
@@ -1370,7 +1389,9 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     const float *columns = (const float *)b->data + j0 * b->col_stride;
     /* all rows at once (at most DOT_MAX_ROWS x NR: within the MR_MAX x NR_MAX tile), so that B's
      * columns are read once; finished an MR-row tile at a time (the bias-gradient partials' rows) */
-    plan->kernel->dot(plan->k, (const float *)a->data, a->row_stride, plan->m, columns, b->col_stride, n, tile, n);
+    const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
+    int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
+    plan->kernel->dot(plan->k, a, lda, plan->m, columns, b->col_stride, n, tile, n);
     for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr)
         finish_tile(job, tile + i0 * n, n, i0, min64(plan->mr, plan->m - i0), j0, n, aux);
 }
@@ -1538,6 +1559,10 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
     } else if (plan->dot && !has_subnormal(a)) {
+        if (plan->dot_a_ld > 0) /* A's rows moved off the L1 sets they shared (dot_copy_stride) */
+            for (int64_t i = 0; i < plan->m; i++)
+                memcpy((float *)(job.workspace + plan->off_dot_a) + i * plan->dot_a_ld,
+                       (const float *)a->data + i * a->row_stride, sizeof(float) * (size_t)plan->k);
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
     } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
