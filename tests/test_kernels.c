@@ -461,10 +461,11 @@ static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_
 }
 
 /* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64: every
- * m x n corner of 16 x NR (the planner's most rows, past MR), k around the 8-wide steps (1, odd,
- * exact) and past the K blocks (long, odd), rows of A and B at odd addresses and strides; C outside
- * the corner must keep its poison. */
-#define DOT_ROWS_MAX 16
+ * m x n corner of 17 x NR (past MR, and past the 16 rows of one tile that the planner passes at
+ * most, as the contract allows), k around the 8-wide steps (1, odd, exact) and past the K blocks
+ * (long, odd), rows of A and B at odd addresses and strides; C outside the corner must keep its
+ * poison. */
+#define DOT_ROWS_MAX 17
 #define DOT_K_MAX 1031
 static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
 {

@@ -516,6 +516,14 @@ static int64_t dot_block_depth(int64_t m, int64_t n)
     return depth < 64 ? 64 : depth;
 }
 
+/* Sets every sum of a group to zero. */
+static inline void zero_sums(dot_sums *sums)
+{
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            sums->s[i][j] = _mm256_setzero_ps();
+}
+
 /* Pointers to `count` rows of x (ld floats apart) from row `first`, a row past `last` repeating it. */
 static inline void row_group(const float *x, int64_t ld, int64_t first, int64_t last, int count, const float **rows)
 {
@@ -553,14 +561,17 @@ static void dot_tile(int64_t k, const float *a, int64_t lda, int64_t m, const fl
     const float *rows4[DOT_ROWS / 4][4], *rows2[2], *cols3[(DOT_COLS + 2) / 3][3], *cols4[DOT_COLS / 4][4];
     for (int64_t i = 0; i < quads; i++)
         row_group(a, lda, 4 * i, m - 1, 4, rows4[i]);
-    row_group(a, lda, pair_row < m ? pair_row : m - 1, m - 1, 2, rows2);
+    row_group(a, lda, pair_row < m ? pair_row : m - 1, m - 1, 2, rows2); /* used only with pair */
     for (int64_t q = 0; q < triples; q++)
         row_group(b, ldb, 3 * q, n - 1, 3, cols3[q]);
     for (int64_t q = 0; q < fours; q++)
         row_group(b, ldb, 4 * q, n - 1, 4, cols4[q]);
     dot_sums sums4[DOT_ROWS / 4][(DOT_COLS + 2) / 3], sums2[DOT_COLS / 4];
-    memset(sums4, 0, sizeof sums4);
-    memset(sums2, 0, sizeof sums2);
+    for (int64_t i = 0; i < quads; i++) /* only the groups in use (the arrays are 14 KB) */
+        for (int64_t q = 0; q < triples; q++)
+            zero_sums(&sums4[i][q]);
+    for (int64_t q = 0; pair && q < fours; q++)
+        zero_sums(&sums2[q]);
     const float *ahead3[3], *ahead4[4]; /* the first B rows one block on: the next block's slices */
     for (int j = 0; j < 3; j++)
         ahead3[j] = cols3[0][j] + depth;
