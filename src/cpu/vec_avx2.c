@@ -89,40 +89,16 @@ static inline vi vf_to_vi(vf a)
     return _mm256_cvtps_epi32(a);
 }
 
-/* n >> 1, arithmetic. */
-static inline vi vi_halve(vi n)
-{
-    return _mm256_srai_epi32(n, 1);
-}
-
-/* a - b. */
-static inline vi vi_sub(vi a, vi b)
-{
-    return _mm256_sub_epi32(a, b);
-}
-
 /* 2^n for n in [-126, 127]. */
 static inline vf vf_pow2i(vi n)
 {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
 }
 
-/* a < b (false for NaN). Part of vec_simd.h's vocabulary, unused by it today (clang's -Wunused-function). */
+/* a < b (false for NaN). */
 static inline vmask vf_lt(vf a, vf b)
 {
     return _mm256_cmp_ps(a, b, _CMP_LT_OQ);
-}
-
-/* a >= b (false for NaN). */
-static inline vmask vf_ge(vf a, vf b)
-{
-    return _mm256_cmp_ps(a, b, _CMP_GE_OQ);
-}
-
-/* a > b (false for NaN). */
-static inline vmask vf_gt(vf a, vf b)
-{
-    return _mm256_cmp_ps(a, b, _CMP_GT_OQ);
 }
 
 /* a is NaN. */

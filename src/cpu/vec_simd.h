@@ -6,8 +6,7 @@
  *   vf_set, vf_add, vf_sub, vf_mul, vf_div, vf_fma (a * b + c), vf_abs, vf_or_sign (|a| with the
  *   sign of b), vf_min, vf_max (the hardware's: the second operand when either is NaN),
  *   vf_round (to nearest integral value), vf_pow2i (2^n for an int vector n in [-126, 127]),
- *   vf_to_vi (of integral values), vi_halve (arithmetic n >> 1), vi_sub,
- *   vf_lt, vf_ge, vf_gt, vf_isnan (lane masks), vf_select (mask ? a : b),
+ *   vf_to_vi (of integral values), vf_lt, vf_isnan (lane masks), vf_select (mask ? a : b),
  *   vf_load_n, vf_store_n (count lanes, count in 1..VEC_WIDTH; never touching lanes beyond)
  *   vd (VEC_WIDTH / 2 doubles), vd_set, vd_fma, vd_div, vf_widen_lo / vf_widen_hi (half of the
  *   float lanes, exactly, as doubles), vd_narrow (two halves back to floats, rounded once)
@@ -44,16 +43,35 @@ static inline vf vec_reduce(vf x, vf *n)
     return vf_fma(*n, vf_set(-VEC_LN2_LO), r);
 }
 
-/* e^x for every x: overflow to +Inf, gradual underflow to 0, NaN stays NaN. */
-static inline vf vec_exp(vf x)
+/* 2^a for a <= 0, NaN staying NaN: a = n + f with n integral and |f| <= 1/2; 2^f by a degree-6
+ * polynomial (interpolating at Chebyshev nodes: 2^-27 relative, 1.4 units of 2^-24 after fp32's
+ * Horner steps); p 2^n as (p 2^(n + 64)) 2^-64, the first product exact and the second rounding once,
+ * into the subnormals too (n >= -151: below that every result rounds to 0). Half the operations
+ * of a general e^x: the GELUs' exponentials (exp(-|2u|)) never overflow, and the epilogue's
+ * GELU' is bound by its operation count (docs/PERF.md, the GELU' epilogue). */
+static inline vf vec_exp2_nonpositive(vf a)
 {
-    vf xc = vf_min(vf_max(x, vf_set(-104.0f)), vf_set(89.0f)); /* NaN becomes 89 here, restored below */
-    vf n;
-    vf p = vec_expm1_reduced(vec_reduce(xc, &n));
-    vi ni = vf_to_vi(n); /* -150 .. 129: two factors keep 2^n normal, the last product rounds once */
-    vi n1 = vi_halve(ni);
-    vf y = vf_mul(vf_mul(vf_add(p, vf_set(1.0f)), vf_pow2i(n1)), vf_pow2i(vi_sub(ni, n1)));
-    return vf_select(vf_isnan(x), x, y);
+    vf x = vf_max(vf_set(-151.0f), a); /* the second operand when either is NaN: NaN stays */
+    vf n = vf_round(x);
+    vf f = vf_sub(x, n); /* exact */
+    vf p = vf_set(1.546144470e-04f);
+    p = vf_fma(p, f, vf_set(1.340042818e-03f));
+    p = vf_fma(p, f, vf_set(9.618056679e-03f));
+    p = vf_fma(p, f, vf_set(5.550327227e-02f));
+    p = vf_fma(p, f, vf_set(2.402265092e-01f));
+    p = vf_fma(p, f, vf_set(6.931472067e-01f));
+    p = vf_fma(p, f, vf_set(1.0f));
+    vf scale = vf_pow2i(vf_to_vi(vf_add(n, vf_set(64.0f)))); /* 2^-87 .. 2^64 */
+    return vf_mul(vf_mul(p, scale), vf_set(0x1p-64f));
+}
+
+/* -|2u| log2(e) from x and x2 = x^2: |x| (a x^2 + b) with a = -2 log2(e) k c, b = -2 log2(e) k (u
+ * has the sign of x), so that e = exp(-|2u|) = 2^result. */
+static inline vf vec_gelu_exponent(vf x, vf x2)
+{
+    const double minus_2_log2e = -2.8853900817779268;
+    return vf_mul(vf_abs(x), vf_fma(vf_set((float)(minus_2_log2e * CVF_GELU_K * CVF_GELU_C)), x2,
+                                    vf_set((float)(minus_2_log2e * CVF_GELU_K))));
 }
 
 /* tanh(x) = sign(x) e / (e + 2) with e = expm1(2|x|): no cancellation anywhere; tiny x gives x. */
@@ -68,38 +86,28 @@ static inline vf vec_tanh(vf x)
     return vf_select(vf_isnan(x), vf_add(x, x), t);
 }
 
-/* 2u = 2 k x (1 + c x^2), the sigmoid's argument in GELU. */
-static inline vf vec_gelu_2u(vf x)
-{
-    vf inner = vf_fma(vf_set((float)CVF_GELU_C), vf_mul(x, x), vf_set(1.0f));
-    return vf_mul(vf_mul(vf_set((float)(2.0 * CVF_GELU_K)), x), inner);
-}
-
 /* gelu_tanh(x) = x sigmoid(2u), from e = exp(-2|u|) <= 1: x / (1 + e) or x e / (1 + e). */
 static inline vf vec_gelu(vf x)
 {
-    vf t = vec_gelu_2u(x);
-    vf e = vec_exp(vf_sub(vf_set(0.0f), vf_abs(t)));
-    vf num = vf_select(vf_ge(t, vf_set(0.0f)), x, vf_mul(x, e));
+    vf e = vec_exp2_nonpositive(vec_gelu_exponent(x, vf_mul(x, x)));
+    vf num = vf_select(vf_lt(x, vf_set(0.0f)), vf_mul(x, e), x);
     return vf_div(num, vf_add(e, vf_set(1.0f)));
 }
 
-/* gelu_tanh'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2), s and 1 - s from e = exp(-2|u|); beyond
- * |x| = 1e10 its limit (1 for x > 0, else 0); NaN stays NaN. */
+/* gelu_tanh'(x) = s + 2 x s (1 - s) k (1 + 3 c x^2), s = sigmoid(2u), from e = exp(-2|u|): with
+ * r = 1 / (1 + e), s is r (x >= 0) or e r, and s (1 - s) = e r^2 either way. x is clamped to
+ * +-1e10 first: there e = 0, so the limits 1 and 0 come out exactly and x^2 cannot overflow;
+ * NaN stays NaN (the clamp keeps it). */
 static inline vf vec_gelu_derivative(vf x)
 {
-    vf t = vec_gelu_2u(x);
-    vf e = vec_exp(vf_sub(vf_set(0.0f), vf_abs(t)));
+    vf xc = vf_max(vf_set(-1e10f), vf_min(vf_set(1e10f), x)); /* second operands: NaN stays */
+    vf x2 = vf_mul(xc, xc);
+    vf e = vec_exp2_nonpositive(vec_gelu_exponent(xc, x2));
     vf r = vf_div(vf_set(1.0f), vf_add(e, vf_set(1.0f)));
     vf er = vf_mul(e, r);
-    vmask positive = vf_ge(t, vf_set(0.0f));
-    vf s = vf_select(positive, r, er);
-    vf one_minus_s = vf_select(positive, er, r);
-    vf slope = vf_mul(vf_set((float)(2.0 * CVF_GELU_K)),
-                      vf_fma(vf_set((float)(3.0 * CVF_GELU_C)), vf_mul(x, x), vf_set(1.0f)));
-    vf d = vf_fma(vf_mul(vf_mul(x, s), one_minus_s), slope, s);
-    vf limit = vf_select(vf_gt(x, vf_set(0.0f)), vf_set(1.0f), vf_set(0.0f));
-    return vf_select(vf_gt(vf_abs(x), vf_set(1e10f)), limit, d);
+    vf s = vf_select(vf_lt(xc, vf_set(0.0f)), er, r);
+    vf slope = vf_fma(vf_set((float)(6.0 * CVF_GELU_K * CVF_GELU_C)), x2, vf_set((float)(2.0 * CVF_GELU_K)));
+    return vf_fma(vf_mul(xc, slope), vf_mul(er, r), s);
 }
 
 /*
