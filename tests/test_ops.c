@@ -13,6 +13,7 @@
  * the worst error / tolerance ratio seen, and "test_ops: N passed, M failed".
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,10 @@
 #include "cpu/kernels/kernels.h"
 #include "harness.h"
 #include "support.h"
+
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -250,6 +255,104 @@ static void test_known_answers(const contexts *cx)
         CHECK(k0_grad[0] == 0.0f && k0_grad[1] == 6.0f && k0_grad[2] == 0.0f,
               "bias_grad of K=0 relu on %s: got [%g, %g, %g], expected [0, 6, 0]", name, (double)k0_grad[0],
               (double)k0_grad[1], (double)k0_grad[2]);
+    }
+}
+
+/* ---- subnormal inputs ---------------------------------------------------------------------- */
+
+/* The fp32 kernels read subnormal inputs as zero where cvf_cpu_kernels_daz says so (Intel, or
+ * CVF_CPU_DAZ=1: gemm.c, kernels_begin) and honour them otherwise, and leave the caller's
+ * floating-point mode as it was. Row 0 of A holds only subnormals (+-1e-39) against B values near
+ * 2^100, so its exact products are near 1e-9: zeros with DAZ, those values without. The other rows
+ * are ordinary and checked against the reference. Every CPU path: direct (tiny), dot tiles (few
+ * rows, B a transposed view), packed one pass, packed with several K passes, the fused store (f16
+ * out, ReLU), the tile epilogue (GELU). */
+static void test_subnormal_inputs(const contexts *cx)
+{
+    static const struct {
+        int64_t m, n, k;
+        bool b_transposed;
+        cvf_dtype out;
+        cvf_activation act;
+    } cases[] = {
+        {3, 5, 7, false, CVF_F32, CVF_ACTIVATION_NONE},    {4, 64, 300, true, CVF_F32, CVF_ACTIVATION_NONE},
+        {64, 96, 200, false, CVF_F32, CVF_ACTIVATION_NONE}, {40, 72, 1500, true, CVF_F32, CVF_ACTIVATION_NONE},
+        {64, 96, 200, false, CVF_F16, CVF_ACTIVATION_RELU}, {64, 96, 200, false, CVF_F32, CVF_ACTIVATION_GELU_TANH},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const int64_t m = cases[ci].m, n = cases[ci].n, k = cases[ci].k;
+        float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+        float *want = malloc(sizeof(float) * (size_t)(m * n));
+        uint16_t *c16 = malloc(sizeof(uint16_t) * (size_t)(m * n));
+        float *c32 = malloc(sizeof(float) * (size_t)(m * n));
+        for (int64_t i = 0; i < m * k; i++)
+            a[i] = i < k ? (i % 2 ? 1e-39f : -1e-39f) : (float)((i * 37 % 101) - 50) / 64.0f;
+        for (int64_t i = 0; i < k * n; i++) /* near 2^100: (0.5 .. 1) 2^100 of both signs */
+            b[i] = ldexpf((float)(64 + i * 13 % 64) / 128.0f, 100) * (i % 3 ? 1.0f : -1.0f);
+        cvf_matrix ma = cvf_matrix_row_major(a, CVF_F32, m, k);
+        cvf_matrix mb = cases[ci].b_transposed ? cvf_matrix_transpose(cvf_matrix_row_major(b, CVF_F32, n, k))
+                                               : cvf_matrix_row_major(b, CVF_F32, k, n);
+        cvf_matrix mc32 = cvf_matrix_row_major(c32, CVF_F32, m, n), mc16 = cvf_matrix_row_major(c16, CVF_F16, m, n);
+        cvf_matrix mw = cvf_matrix_row_major(want, CVF_F32, m, n);
+        const cvf_matrix *mc = cases[ci].out == CVF_F16 ? &mc16 : &mc32;
+        cvf_epilogue ep = {cases[ci].act, NULL, NULL, NULL, NULL};
+        for (int t = 0; t < 3; t++) {
+            memset(c32, 0x7F, sizeof(float) * (size_t)(m * n)); /* poison: NaN */
+            memset(c16, 0x7F, sizeof(uint16_t) * (size_t)(m * n));
+#if defined(__SSE2__)
+            const unsigned int mode = _mm_getcsr() & ~0x3Fu; /* the mode, not the sticky flags */
+#endif
+            CHECK(cvf_matmul(cx->cpu[t], &ma, &mb, mc, &ep) == CVF_STATUS_SUCCESS, "subnormal case %zu on %d threads",
+                  ci, cpu_threads[t]);
+#if defined(__SSE2__)
+            CHECK((_mm_getcsr() & ~0x3Fu) == mode, "case %zu: the caller's MXCSR changed from %#x to %#x", ci, mode,
+                  _mm_getcsr() & ~0x3Fu);
+#endif
+            const bool daz = cvf_cpu_kernels_daz();
+            bool row0_ok = true;
+            for (int64_t j = 0; j < n; j++) {
+                double exact = 0.0; /* the subnormals' own products, as a kernel honouring them sums */
+                for (int64_t p = 0; p < k; p++)
+                    exact += (double)a[p] * (double)b[cases[ci].b_transposed ? j * k + p : p * n + j];
+                if (cases[ci].act == CVF_ACTIVATION_RELU && exact < 0.0)
+                    exact = 0.0;
+                double got = cases[ci].out == CVF_F16 ? (double)cvf_f16_to_f32(c16[j]) : (double)c32[j];
+                if (cases[ci].out == CVF_F16)
+                    exact = (double)cvf_f16_to_f32(cvf_f32_to_f16((float)exact));
+                if (cases[ci].act == CVF_ACTIVATION_GELU_TANH) /* near 1e-9: gelu(x) = x / 2 to 1e-9 */
+                    exact *= 0.5;
+                row0_ok &= daz ? got == 0.0 : fabs(got - exact) <= 1e-2 * fabs(exact) + 1e-30;
+            }
+            CHECK(row0_ok, "case %zu (%lldx%lldx%lld) on %d threads: a row of subnormal inputs was not %s", ci,
+                  (long long)m, (long long)n, (long long)k, cpu_threads[t],
+                  daz ? "read as zeros (cvf_cpu_kernels_daz)" : "honoured (its exact products near 1e-9)");
+            if (t == 0) { /* rows 1.. against the reference, subnormals read as zero there too */
+                for (int64_t i = 0; i < k; i++)
+                    a[i] = 0.0f;
+                CHECK(cvf_matmul(cx->reference, &ma, &mb, &mw, &ep) == CVF_STATUS_SUCCESS, "reference, case %zu", ci);
+                for (int64_t i = 0; i < k; i++)
+                    a[i] = i % 2 ? 1e-39f : -1e-39f;
+            }
+            /* a GELU whose result is subnormal, on the same workers: an MXCSR left with DAZ in a
+             * worker would read the epilogue's subnormal exponential as zero and give 0 */
+            float x = -10.3f, one = 1.0f, y = 0.0f;
+            cvf_epilogue gelu = {CVF_ACTIVATION_GELU_TANH, NULL, NULL, NULL, NULL};
+            small_matmul(cx->cpu[t], &x, &one, &y, 1, 1, 1, &gelu);
+            const double two_u = 2.0 * 0.7978845608028654 * (x + 0.044715 * (double)x * x * x);
+            const double tail = (double)x / (1.0 + exp(-two_u)); /* about -9.5e-41 */
+            CHECK(fabs((double)y - tail) <= 1e-3 * fabs(tail), "case %zu on %d threads: gelu_tanh(-10.3) = %g after the "
+                  "product, expected the subnormal %g", ci, cpu_threads[t], (double)y, tail);
+            double worst = 0.0;
+            for (int64_t i = n; i < m * n; i++) {
+                double got = cases[ci].out == CVF_F16 ? (double)cvf_f16_to_f32(c16[i]) : (double)c32[i];
+                double w = cases[ci].out == CVF_F16 ? (double)cvf_f16_to_f32(cvf_f32_to_f16(want[i])) : want[i];
+                double err = fabs(got - w) / (fabs(w) * 1e-2 + 1e-30);
+                worst = err > worst ? err : worst;
+            }
+            CHECK(worst <= 1.0, "case %zu on %d threads: rows 1.. off the reference by %g of 1%%", ci, cpu_threads[t],
+                  worst);
+        }
+        free(a), free(b), free(want), free(c16), free(c32);
     }
 }
 
@@ -1416,6 +1519,7 @@ int main(void)
     run_section("column_sum", test_column_sum, &cx);
     run_section("NaN and Inf", test_nan_inf, &cx);
     run_section("GELU tails", test_gelu_tails, &cx);
+    run_section("subnormal inputs", test_subnormal_inputs, &cx);
     run_section("MLP", test_mlp, &cx);
     run_section("MLP oracle (erf)", test_mlp_oracle, &cx);
     run_section("MLP gelu=erf", test_mlp_erf, &cx);

@@ -846,9 +846,47 @@ typedef struct gemm_job {
     bool finish;        /* the last pass runs the epilogue (false for K slices: summed first) */
     bool unit_columns;  /* C, aux_out, aux_in all have unit column stride */
     bool fused_store;   /* the kernel stores the finished tile itself */
+    bool daz;           /* the kernels run with subnormal inputs read as zero (kernels_begin) */
     cvf_cpu_tile_epilogue tile_epilogue; /* the per-call part of the tile epilogue */
     int64_t packers;                     /* tasks that share the packing of the B block */
 } gemm_job;
+
+/*
+ * The fp32 FMA kernels read subnormal inputs as zero where cvf_cpu_kernels_daz says so (Intel):
+ * x86's DAZ bit is set in the calling thread's MXCSR around each run of kernel calls and restored
+ * before the epilogue, which keeps its subnormal results (the GELU tails). Why: an Intel core sends
+ * each FMA with a subnormal operand to a microcode assist, and the MLP forward's fc2 reads a GELU
+ * output that holds subnormals wherever the pre-activation is near -10 (docs/PERF.md, the subnormal
+ * section). A subnormal input changes a sum by less than K x 2^-126 x the largest other factor.
+ * The kernels are opaque calls (function pointers), so the compiler cannot move their arithmetic
+ * across the MXCSR writes. f16 inputs never become subnormal fp32 values: no switch for them.
+ */
+typedef unsigned int kernel_fp_mode;
+
+static inline kernel_fp_mode kernels_begin(const gemm_job *job)
+{
+#if defined(__SSE2__)
+    if (!job->daz)
+        return 0;
+    const kernel_fp_mode saved = _mm_getcsr();
+    _mm_setcsr(saved | 0x0040u); /* DAZ: denormal operands read as zero */
+    return saved;
+#else
+    (void)job;
+    return 0;
+#endif
+}
+
+/* Restores the caller's MXCSR after kernels_begin, keeping the exception flags the kernels raised. */
+static inline void kernels_end(const gemm_job *job, kernel_fp_mode saved)
+{
+#if defined(__SSE2__)
+    if (job->daz)
+        _mm_setcsr(saved | (_mm_getcsr() & 0x3Fu));
+#else
+    (void)job, (void)saved;
+#endif
+}
 
 /* Elements of one packed micro-panel (A: MR rows, B: NR columns) for a panel kc deep. */
 static int64_t panel_elements(const gemm_plan *plan, int64_t kc, int64_t width)
@@ -1052,6 +1090,8 @@ static void prepare_tile_epilogue(gemm_job *job)
     job->fused_store = job->plan.kernel->run_fused && !job->plan.multi_pass && job->finish && job->unit_columns &&
                        (ep->activation == CVF_ACTIVATION_NONE || ep->activation == CVF_ACTIVATION_RELU) &&
                        !ep->aux_out && !ep->aux_in && !ep->bias_grad;
+    job->daz = job->plan.kernel->format == CVF_CPU_PACK_F32 &&
+               (job->a->dtype != CVF_F16 || job->b->dtype != CVF_F16) && cvf_cpu_kernels_daz();
 }
 
 /* The rows [*i0, *i0 + *mc) of MC block `block`: the MR-row panels of M shared out evenly, so
@@ -1082,10 +1122,12 @@ static void compute_wide_tiles(const gemm_job *job, const gemm_pass *pass, int64
             int64_t m = min64(plan->mr, mc - ir);
             const char *a = packed_a + (size_t)(ir / plan->mr) * a_panel;
             prefetch_epilogue(job, i0 + ir, m, pass->j0 + jg, width);
+            kernel_fp_mode mode = kernels_begin(job);
             for (int64_t jr = jg; jr < jg + width; jr += plan->nr) {
                 const char *b = pass->packed_b + (size_t)(jr / plan->nr) * b_panel;
                 plan->kernel->run(pass->kc, a, b, tile + (jr - jg), width, m, min64(plan->nr, jg + width - jr), 0);
             }
+            kernels_end(job, mode);
             finish_tile(job, tile, width, i0 + ir, m, pass->j0 + jg, width, aux);
         }
     }
@@ -1266,24 +1308,32 @@ static void compute_share_kernels(const gemm_job *job, const gemm_pass *pass, in
                 cvf_cpu_fused_store out = {element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride,
                                            job->c->dtype, bias ? bias + pass->j0 + jr : NULL,
                                            job->ep->activation == CVF_ACTIVATION_RELU};
+                kernel_fp_mode mode = kernels_begin(job);
                 kernel->run_fused(pass->kc, a, b, &out, m, n);
+                kernels_end(job, mode);
                 continue;
             }
             if (!plan->multi_pass) {
                 prefetch_epilogue(job, i0 + ir, m, pass->j0 + jr, n);
+                kernel_fp_mode mode = kernels_begin(job);
                 kernel->run(pass->kc, a, b, tile, n, m, n, 0); /* a dense m x n tile */
+                kernels_end(job, mode);
                 finish_tile(job, tile, n, i0 + ir, m, pass->j0 + jr, n, aux);
                 continue;
             }
             if (plan->direct_c) {
+                kernel_fp_mode mode = kernels_begin(job);
                 kernel->run(pass->kc, a, b, element_at(job->c, i0 + ir, pass->j0 + jr), job->c->row_stride, m, n,
                             !pass->first);
+                kernels_end(job, mode);
                 continue;
             }
             float *block_tile = acc + (i0 + ir) * plan->acc_ld + jr;
             if (pass->last && job->finish)
                 prefetch_epilogue(job, i0 + ir, m, pass->j0 + jr, n);
+            kernel_fp_mode mode = kernels_begin(job);
             kernel->run(pass->kc, a, b, block_tile, plan->acc_ld, m, n, !pass->first);
+            kernels_end(job, mode);
             if (pass->last && job->finish)
                 finish_tile(job, block_tile, plan->acc_ld, i0 + ir, m, pass->j0 + jr, n, aux);
         }
@@ -1391,7 +1441,9 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
      * columns are read once; finished an MR-row tile at a time (the bias-gradient partials' rows) */
     const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
     int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
+    kernel_fp_mode mode = kernels_begin(job);
     plan->kernel->dot(plan->k, a, lda, plan->m, columns, b->col_stride, n, tile, n);
+    kernels_end(job, mode);
     for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr)
         finish_tile(job, tile + i0 * n, n, i0, min64(plan->mr, plan->m - i0), j0, n, aux);
 }
@@ -1427,13 +1479,16 @@ static void direct_task(void *arg, int64_t task, int32_t thread)
                     copy[p * plan->nr + j] = j < n ? columns[p * ldb + j] : 0.0f;
             columns = copy, ldb = plan->nr;
         }
+        kernel_fp_mode mode = kernels_begin(job);
         if (job->fused_store) {
             cvf_cpu_fused_store out = {element_at(job->c, i0, j0), job->c->row_stride, job->c->dtype,
                                        bias ? bias + j0 : NULL, job->ep->activation == CVF_ACTIVATION_RELU};
             plan->kernel->direct(k, rows, lda, columns, ldb, &out, m, n);
+            kernels_end(job, mode);
         } else {
             cvf_cpu_fused_store out = {tile, n, CVF_F32, NULL, 0};
             plan->kernel->direct(k, rows, lda, columns, ldb, &out, m, n);
+            kernels_end(job, mode);
             finish_tile(job, tile, n, i0, m, j0, n, aux);
         }
     }

@@ -139,6 +139,27 @@ bool cvf_cpu_bf16_dot_pays(void)
     return bf16_dot;
 }
 
+/* Set once by decide_daz (pthread_once); process-wide configuration. */
+static bool kernels_daz = false;
+static pthread_once_t kernels_daz_once = PTHREAD_ONCE_INIT;
+
+static void decide_daz(void)
+{
+    const char *forced = getenv("CVF_CPU_DAZ");
+#if defined(__x86_64__) || defined(__i386__)
+    kernels_daz = forced && *forced ? strcmp(forced, "0") != 0 : !vendor_is_amd();
+#else
+    (void)forced; /* no MXCSR: subnormals are always honoured */
+    kernels_daz = false;
+#endif
+}
+
+bool cvf_cpu_kernels_daz(void)
+{
+    pthread_once(&kernels_daz_once, decide_daz);
+    return kernels_daz;
+}
+
 /* The kernel bf16 x bf16 products take at a level, for the CVF_DEBUG log. */
 static const char *bf16_route(cvf_cpu_isa isa)
 {
@@ -221,12 +242,14 @@ static void decide_isa(void)
     if (refused) /* the CPU has AMX but the OS (or this build) does not let us use it */
         active_isa = CVF_CPU_ISA_AVX512_BF16;
     if (debug && *debug && strcmp(debug, "0") != 0)
-        fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s\n", isa_names[active_isa],
+        fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s; fp32 kernels: subnormal inputs %s\n",
+                isa_names[active_isa],
                 isa_names[detected],
                 refused                  ? ", but the OS refused the AMX tile state (or the build lacks the kernel)"
                 : active_isa != detected ? ", forced by CVF_CPU_ISA"
                                          : "",
-                bf16_route(active_isa));
+                bf16_route(active_isa),
+                cvf_cpu_kernels_daz() ? "read as zero (CVF_CPU_DAZ=0 keeps them)" : "kept (CVF_CPU_DAZ=1 reads them as zero)");
 }
 
 cvf_cpu_isa cvf_cpu_isa_active(void)
