@@ -1607,13 +1607,14 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (ep->bias)
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));
-    /* the dot tiles multiply vectors of A along K: on Intel cores a subnormal anywhere in 8 lanes
-     * sends the whole FMA to a microcode assist, so 1% of subnormals in A (GELU outputs of very
-     * negative inputs) made them 7x slower; the packed kernel broadcasts A elements and meets
-     * 8x fewer assists. The scan costs under 1% of the product. */
+    /* the dot tiles multiply vectors of A along K: where subnormals are kept (job.daz false), an
+     * Intel core sends the whole FMA to a microcode assist for a subnormal in any of 8 lanes, so 1%
+     * of subnormals in A (GELU outputs of very negative inputs) made them 7x slower, and the packed
+     * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ they cost nothing and A
+     * is not scanned (the scan costs under 1% of the product). */
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
-    } else if (plan->dot && !has_subnormal(a)) {
+    } else if (plan->dot && (job.daz || !has_subnormal(a))) {
         if (plan->dot_a_ld > 0) /* A's rows moved off the L1 sets they shared (dot_copy_stride) */
             for (int64_t i = 0; i < plan->m; i++)
                 memcpy((float *)(job.workspace + plan->off_dot_a) + i * plan->dot_a_ld,
