@@ -8,9 +8,11 @@
  * where A, B and C are strided matrix views (a transpose is a view with swapped strides, read in
  * place) and the epilogue is a descriptor shared by every backend: optional bias add, optional
  * store of the pre-activation, an activation (or the GELU backward), optional column sums.
- * Subnormal inputs (below 2^-126 in fp32) may be read as zero by a product: bf16 ones on AMX and
- * vdpbf16ps, fp32 and bf16 ones on Intel CPUs (where each FMA on a subnormal takes a microcode
- * assist; CVF_CPU_DAZ=0 keeps them there); the epilogue keeps its subnormal results.
+ * Subnormal values (below 2^-126 in fp32) may be read as zero inside a product: bf16 inputs on AMX
+ * and vdpbf16ps, and on Intel CPUs (where each FMA on a subnormal takes a microcode assist;
+ * CVF_CPU_DAZ=0 keeps them there) fp32 and bf16 inputs, subnormal partial sums and, in the plain and
+ * ReLU epilogues the kernels apply themselves, bias and accumulator values: at most K x 2^-126
+ * absolute per output. The other epilogues keep their subnormal results (the GELU tails).
  *
  * Error handling: every call returns a cvf_status. When a call that takes a context fails, the
  * context keeps a human-readable message naming the argument, what was expected and what was

@@ -852,12 +852,14 @@ typedef struct gemm_job {
 } gemm_job;
 
 /*
- * The fp32 FMA kernels read subnormal inputs as zero where cvf_cpu_kernels_daz says so (Intel):
+ * The fp32 FMA kernels read subnormal operands as zero where cvf_cpu_kernels_daz says so (Intel):
  * x86's DAZ bit is set in the calling thread's MXCSR around each run of kernel calls and restored
- * before the epilogue, which keeps its subnormal results (the GELU tails). Why: an Intel core sends
- * each FMA with a subnormal operand to a microcode assist, and the MLP forward's fc2 reads a GELU
- * output that holds subnormals wherever the pre-activation is near -10 (docs/PERF.md, the subnormal
- * section). A subnormal input changes a sum by less than K x 2^-126 x the largest other factor.
+ * before the tile epilogue, which keeps its subnormal results (the GELU tails). Why: an Intel core
+ * sends each FMA with a subnormal operand to a microcode assist, and the MLP forward's fc2 reads a
+ * GELU output that holds subnormals wherever the pre-activation is near -10 (docs/PERF.md,
+ * "subnormal inputs on Intel cores"). The operands are the inputs (a change below K x 2^-126 x the
+ * largest other factor), the accumulators (a subnormal partial sum read as zero: below K x 2^-126
+ * per output) and, in a kernel's fused store (bias, ReLU) or its accumulation into C, those values.
  * The kernels are opaque calls (function pointers), so the compiler cannot move their arithmetic
  * across the MXCSR writes. f16 inputs never become subnormal fp32 values: no switch for them.
  */

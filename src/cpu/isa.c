@@ -107,7 +107,7 @@ static void cpu_levels_once(void)
 }
 #endif
 
-/* True when the CPU says it is AMD's (CPUID leaf 0 vendor string). */
+/* True when the CPU says it is AMD's, or Hygon's (Zen cores) (CPUID leaf 0 vendor string). */
 static bool vendor_is_amd(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -117,7 +117,7 @@ static bool vendor_is_amd(void)
     char vendor[13];
     memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
     vendor[12] = '\0';
-    return strcmp(vendor, "AuthenticAMD") == 0;
+    return strcmp(vendor, "AuthenticAMD") == 0 || strcmp(vendor, "HygonGenuine") == 0;
 #else
     return false;
 #endif
@@ -146,7 +146,7 @@ static pthread_once_t kernels_daz_once = PTHREAD_ONCE_INIT;
 static void decide_daz(void)
 {
     const char *forced = getenv("CVF_CPU_DAZ");
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__SSE2__) /* gemm.c's kernels_begin sets the bit under the same condition */
     kernels_daz = forced && *forced ? strcmp(forced, "0") != 0 : !vendor_is_amd();
 #else
     (void)forced; /* no MXCSR: subnormals are always honoured */

@@ -36,13 +36,14 @@ bool cvf_cpu_isa_supported(cvf_cpu_isa isa);
  * CVF_DEBUG=1 logs the choice. The AMX level is not concerned: its tiles win everywhere. */
 bool cvf_cpu_bf16_dot_pays(void);
 
-/* Whether the fp32 FMA kernels run with subnormal inputs read as zero (x86's DAZ, set around the
- * kernel calls only: gemm.c, kernels_begin), decided once from a known table: on Intel cores an FMA
- * with a subnormal operand takes a microcode assist (a 2048 x 768 x 3072 product whose A held 1.7%
- * of them ran 4-8x slower, as OpenBLAS's did), on AMD it costs nothing while switching the mode
- * around each kernel call costs 5-12% of small products, so: on x86 except AMD. The AMX and
- * vdpbf16ps kernels read subnormals as zero in hardware. CVF_CPU_DAZ=1|0 overrides the table (the
- * tests force both). CVF_DEBUG=1 logs the choice. */
+/* Whether the fp32 FMA kernels run with subnormal operands (inputs and partial sums) read as zero
+ * (x86's DAZ, set around the kernel calls only: gemm.c, kernels_begin), decided once from a known
+ * table: on Intel cores an FMA with a subnormal operand takes a microcode assist (a 2048 x 768 x
+ * 3072 product whose A held 1.7% of them ran 4-8x slower, as OpenBLAS's did), on AMD it costs
+ * nothing while switching the mode around each kernel call costs 5-12% of small products, so: on
+ * x86 with SSE2 except AMD and Hygon (Zen cores). The AMX and vdpbf16ps kernels read subnormals as
+ * zero in hardware. CVF_CPU_DAZ=1|0 overrides the table (ctest runs the op suite with both).
+ * CVF_DEBUG=1 logs the choice. */
 bool cvf_cpu_kernels_daz(void);
 
 /* "generic", "avx2", "avx512", "avx512_bf16", "amx". */
