@@ -108,6 +108,7 @@ typedef struct cpu_config {
     forced_blocks forced;
     cvf_cpu_isa isa;
     const cvf_cpu_vec_ops *vec;
+    bool kernels_daz; /* cvf_cpu_kernels_daz */
 } cpu_config;
 
 static cpu_config config;
@@ -120,6 +121,7 @@ static void detect_config(void)
     config.forced = read_forced_blocks();
     config.isa = cvf_cpu_isa_active();
     config.vec = cvf_cpu_vec_ops_for(config.isa);
+    config.kernels_daz = cvf_cpu_kernels_daz();
 }
 
 /* The process-wide configuration, detected on first use. */
@@ -144,6 +146,7 @@ typedef struct gemm_plan {
     bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
                                   * (unless A holds subnormals; the rest of the plan is the packed one) */
+    bool daz;                    /* the kernels run with subnormal operands read as zero (kernels_begin) */
     int64_t dot_a_ld;            /* > 0: the dot tiles read a copy of A, rows this many floats apart */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
     int64_t packers;             /* tasks that pack one B block together */
@@ -404,6 +407,9 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
                b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
     plan.dot_a_ld = plan.dot ? dot_copy_stride(a) : 0;
+    /* f16 inputs never become subnormal fp32 values; the bf16 kernels flush in hardware */
+    plan.daz = cfg->kernels_daz && plan.kernel->format == CVF_CPU_PACK_F32 &&
+               (a->dtype != CVF_F16 || b->dtype != CVF_F16);
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
@@ -846,7 +852,6 @@ typedef struct gemm_job {
     bool finish;        /* the last pass runs the epilogue (false for K slices: summed first) */
     bool unit_columns;  /* C, aux_out, aux_in all have unit column stride */
     bool fused_store;   /* the kernel stores the finished tile itself */
-    bool daz;           /* the kernels run with subnormal inputs read as zero (kernels_begin) */
     cvf_cpu_tile_epilogue tile_epilogue; /* the per-call part of the tile epilogue */
     int64_t packers;                     /* tasks that share the packing of the B block */
 } gemm_job;
@@ -861,14 +866,14 @@ typedef struct gemm_job {
  * largest other factor), the accumulators (a subnormal partial sum read as zero: below K x 2^-126
  * per output) and, in a kernel's fused store (bias, ReLU) or its accumulation into C, those values.
  * The kernels are opaque calls (function pointers), so the compiler cannot move their arithmetic
- * across the MXCSR writes. f16 inputs never become subnormal fp32 values: no switch for them.
+ * across the MXCSR writes. The plan decides (plan.daz: not for f16 inputs, never subnormal as fp32).
  */
 typedef unsigned int kernel_fp_mode;
 
 static inline kernel_fp_mode kernels_begin(const gemm_job *job)
 {
 #if defined(__SSE2__)
-    if (!job->daz)
+    if (!job->plan.daz)
         return 0;
     const kernel_fp_mode saved = _mm_getcsr();
     _mm_setcsr(saved | 0x0040u); /* DAZ: denormal operands read as zero */
@@ -883,7 +888,7 @@ static inline kernel_fp_mode kernels_begin(const gemm_job *job)
 static inline void kernels_end(const gemm_job *job, kernel_fp_mode saved)
 {
 #if defined(__SSE2__)
-    if (job->daz)
+    if (job->plan.daz)
         _mm_setcsr(saved | (_mm_getcsr() & 0x3Fu));
 #else
     (void)job, (void)saved;
@@ -1092,8 +1097,6 @@ static void prepare_tile_epilogue(gemm_job *job)
     job->fused_store = job->plan.kernel->run_fused && !job->plan.multi_pass && job->finish && job->unit_columns &&
                        (ep->activation == CVF_ACTIVATION_NONE || ep->activation == CVF_ACTIVATION_RELU) &&
                        !ep->aux_out && !ep->aux_in && !ep->bias_grad;
-    job->daz = job->plan.kernel->format == CVF_CPU_PACK_F32 &&
-               (job->a->dtype != CVF_F16 || job->b->dtype != CVF_F16) && cvf_cpu_kernels_daz();
 }
 
 /* The rows [*i0, *i0 + *mc) of MC block `block`: the MR-row panels of M shared out evenly, so
@@ -1609,14 +1612,14 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (ep->bias)
         cvf_cpu_load_run(ep->bias->data, ep->bias->dtype, 0, ep->bias->stride, plan->n,
                          (float *)(job.workspace + plan->off_bias));
-    /* the dot tiles multiply vectors of A along K: where subnormals are kept (job.daz false), an
+    /* the dot tiles multiply vectors of A along K: where subnormals are kept (plan.daz false), an
      * Intel core sends the whole FMA to a microcode assist for a subnormal in any of 8 lanes, so 1%
      * of subnormals in A (GELU outputs of very negative inputs) made them 7x slower, and the packed
      * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ they cost nothing and A
      * is not scanned (the scan costs under 1% of the product). */
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
-    } else if (plan->dot && (job.daz || !has_subnormal(a))) {
+    } else if (plan->dot && (plan->daz || !has_subnormal(a))) {
         if (plan->dot_a_ld > 0) /* A's rows moved off the L1 sets they shared (dot_copy_stride) */
             for (int64_t i = 0; i < plan->m; i++)
                 memcpy((float *)(job.workspace + plan->off_dot_a) + i * plan->dot_a_ld,

@@ -123,14 +123,20 @@ static bool vendor_is_amd(void)
 #endif
 }
 
+/* An environment switch: "0" is off, any other non-empty value on; unset or empty gives fallback. */
+static bool env_switch(const char *name, bool fallback)
+{
+    const char *value = getenv(name);
+    return value && *value ? strcmp(value, "0") != 0 : fallback;
+}
+
 /* Set once by decide_bf16_dot (pthread_once); process-wide configuration. */
 static bool bf16_dot = false;
 static pthread_once_t bf16_dot_once = PTHREAD_ONCE_INIT;
 
 static void decide_bf16_dot(void)
 {
-    const char *forced = getenv("CVF_CPU_BF16_DOT");
-    bf16_dot = forced && *forced ? strcmp(forced, "0") != 0 : vendor_is_amd();
+    bf16_dot = env_switch("CVF_CPU_BF16_DOT", vendor_is_amd());
 }
 
 bool cvf_cpu_bf16_dot_pays(void)
@@ -145,12 +151,10 @@ static pthread_once_t kernels_daz_once = PTHREAD_ONCE_INIT;
 
 static void decide_daz(void)
 {
-    const char *forced = getenv("CVF_CPU_DAZ");
 #if defined(__SSE2__) /* gemm.c's kernels_begin sets the bit under the same condition */
-    kernels_daz = forced && *forced ? strcmp(forced, "0") != 0 : !vendor_is_amd();
+    kernels_daz = env_switch("CVF_CPU_DAZ", !vendor_is_amd());
 #else
-    (void)forced; /* no MXCSR: subnormals are always honoured */
-    kernels_daz = false;
+    kernels_daz = false; /* no MXCSR: subnormals are always honoured */
 #endif
 }
 
@@ -222,7 +226,6 @@ static void decide_isa(void)
 {
     cvf_cpu_isa detected = detect_isa();
     const char *forced = getenv("CVF_CPU_ISA");
-    const char *debug = getenv("CVF_DEBUG");
     active_isa = detected;
     if (forced && *forced) {
         int match = -1;
@@ -241,7 +244,7 @@ static void decide_isa(void)
     bool refused = active_isa == CVF_CPU_ISA_AMX && !amx_granted();
     if (refused) /* the CPU has AMX but the OS (or this build) does not let us use it */
         active_isa = CVF_CPU_ISA_AVX512_BF16;
-    if (debug && *debug && strcmp(debug, "0") != 0)
+    if (env_switch("CVF_DEBUG", false))
         fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s; fp32 kernels: subnormal inputs %s\n",
                 isa_names[active_isa],
                 isa_names[detected],

@@ -48,7 +48,7 @@ static inline vf vec_reduce(vf x, vf *n)
  * Horner steps); p 2^n as (p 2^(n + 64)) 2^-64, the first product exact and the second rounding once,
  * into the subnormals too (n >= -151: below that every result rounds to 0). Half the operations
  * of a general e^x: the GELUs' exponentials (exp(-|2u|)) never overflow, and the epilogue's
- * GELU' is bound by its operation count (docs/PERF.md, the GELU' epilogue). */
+ * GELU' is bound by its operation count (docs/PERF.md, "GELU in half the operations"). */
 static inline vf vec_exp2_nonpositive(vf a)
 {
     vf x = vf_max(vf_set(-151.0f), a); /* the second operand when either is NaN: NaN stays */
