@@ -217,6 +217,12 @@ static void test_known_answers(const contexts *cx)
         expect_near("gelu_tanh(1)", name, y, 0.8411919906082768, 1e-6);
         small_matmul(devices[d], &minus_two, &one, &y, 1, 1, 1, &gelu);
         expect_near("gelu_tanh(-2)", name, y, -0.04540230591222494, 1e-5);
+        /* far in the negative tail, where 1 + tanh(u) is 0 in double but the value a normal fp32
+         * number (values from mpmath at 40 digits; 1e-4: fp32's exponent argument is off by a few
+         * ulp of 2u ~ -87) */
+        float minus_ten = -10.0f;
+        small_matmul(devices[d], &minus_ten, &one, &y, 1, 1, 1, &gelu);
+        expect_near("gelu_tanh(-10)", name, y, -1.2041929433716598e-37, 1e-4);
         float aux_in = 1.0f;
         cvf_matrix mi = cvf_matrix_row_major(&aux_in, CVF_F32, 1, 1);
         cvf_epilogue dgelu = {CVF_ACTIVATION_DGELU_TANH, NULL, &mi, NULL, NULL};
@@ -225,6 +231,9 @@ static void test_known_answers(const contexts *cx)
         aux_in = -0.5f;
         small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu);
         expect_near("3 * gelu_tanh'(-0.5)", name, y, 3.0 * 0.13263009646535764, 1e-6);
+        aux_in = -9.0f;
+        small_matmul(devices[d], &two, &one_and_half, &y, 1, 1, 1, &dgelu);
+        expect_near("3 * gelu_tanh'(-9)", name, y, -7.5472058552010672e-27, 1e-4);
 
         /* the exact GELU (values from mpmath's ncdf / npdf at 30 digits) */
         float minus_six = -6.0f;
@@ -264,7 +273,7 @@ static void test_known_answers(const contexts *cx)
  * of a 1024 x 256 x 64 product on the 3-thread context: the kernels run under DAZ right before
  * each tile's epilogue, on the workers too, and an MXCSR left with DAZ there would read the
  * epilogue's subnormal exponential as zero and give -0. The expected value is x / (1 + exp(-2u))
- * in double: the reference device's 0.5 x (1 + tanh u) cancels to 0 this far out. */
+ * in double, written out here so that the check does not rest on the reference device. */
 static void check_gelu_tail_everywhere(const contexts *cx, size_t after_case)
 {
     const int64_t m = 1024, n = 256, k = 64;
@@ -888,10 +897,11 @@ typedef struct mlp_case {
     cvf_gelu gelu; /* CVF_GELU_TANH (0) or CVF_GELU_ERF */
 } mlp_case;
 
-/* gelu_tanh in float64, to build consistent backward inputs. */
+/* gelu_tanh in float64, to build consistent backward inputs: x / (1 + exp(-2u)), the form of
+ * 0.5 x (1 + tanh u) that keeps the negative tail. */
 static double gelu_tanh(double x)
 {
-    return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
 }
 
 /* gelu_erf = x Phi(x) in float64, likewise. */

@@ -138,20 +138,31 @@ static bool product(dense *c, const dense *a, bool transpose_a, const dense *b, 
     return ok;
 }
 
-/* gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-static double gelu(double x)
+/* 2u = 2 sqrt(2/pi) (x + 0.044715 x^3), the argument of GELU-tanh's sigmoid. */
+static double gelu_2u(double x)
 {
-    return 0.5 * x * (1.0 + tanh(CVF_GELU_K * (x + CVF_GELU_C * x * x * x)));
+    return 2.0 * CVF_GELU_K * (x + CVF_GELU_C * x * x * x);
 }
 
-/* d/dx gelu_tanh(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2). Beyond
+/* gelu_tanh(x) = 0.5 x (1 + tanh u), u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal
+ * x / (1 + exp(-2u)): 1 + tanh u cancels to 0 in double below x ~ -9, where the true value is
+ * still a normal fp32 number (about -1.6e-37 at x = -10); the sigmoid form keeps it. */
+static double gelu(double x)
+{
+    return x / (1.0 + exp(-gelu_2u(x)));
+}
+
+/* d/dx gelu_tanh(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t = tanh u,
+ * computed with s = 0.5 (1 + t) = 1 / (1 + exp(-2u)) and 1 - s = 1 / (1 + exp(2u)) (each without
+ * cancellation in its tail) as s + 2 x s (1 - s) sqrt(2/pi) (1 + 3 * 0.044715 x^2). Beyond
  * |x| = 1e10 it is its limit, 1 or 0, exactly (the formula would give inf * 0 there). */
 static double gelu_derivative(double x)
 {
     if (fabs(x) > 1e10)
         return x > 0.0 ? 1.0 : 0.0;
-    double t = tanh(CVF_GELU_K * (x + CVF_GELU_C * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * CVF_GELU_K * (1.0 + 3.0 * CVF_GELU_C * x * x);
+    double t = gelu_2u(x);
+    double s = 1.0 / (1.0 + exp(-t)), one_minus_s = 1.0 / (1.0 + exp(t));
+    return s + 2.0 * x * s * one_minus_s * CVF_GELU_K * (1.0 + 3.0 * CVF_GELU_C * x * x);
 }
 
 /* The exact GELU, x Phi(x), Phi(x) = erfc(-x / sqrt(2)) / 2 (erfc keeps the negative tail's
