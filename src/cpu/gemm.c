@@ -360,8 +360,17 @@ static int64_t dot_copy_stride(const cvf_matrix *a)
  * about half the rate two do. */
 #define BYTES_PER_THREAD ((double)(1 << 20))
 
-/* Threads worth waking for a product: about 8 MFLOP each, or a megabyte of operands each, at
- * least (waking a worker costs microseconds, as much as a few MFLOP), at most the pool. */
+/* FLOPs that make a second thread worth waking: 2 MFLOP each (25-55 us of a core's work, against
+ * a wake-up of a few us from its spin, tens from its futex; the shared task counter gives a late
+ * worker fewer tasks). 128^3 and 144^3 ran 1.5x faster on two threads than on one (Zen, 2 threads,
+ * PERF.md); with the old 8 MFLOP per thread, 160^3 (8.2 MFLOP) was 1.5-1.8x OpenBLAS's time. */
+#define FLOPS_SECOND_THREAD 4e6
+
+/* FLOPs per thread beyond two (the rule the 16-core host's scaling sweeps ran under). */
+#define FLOPS_PER_THREAD 8e6
+
+/* Threads worth waking for a product: two from FLOPS_SECOND_THREAD, more at FLOPS_PER_THREAD
+ * each, or a megabyte of operands each, at least one, at most the pool. */
 static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, const cvf_matrix *a, const cvf_matrix *b,
                               const cvf_matrix *c)
 {
@@ -371,7 +380,11 @@ static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, con
     double flops = 2.0 * m * n * k;
     double bytes = m * k * (double)cvf_dtype_size(a->dtype) + k * n * (double)cvf_dtype_size(b->dtype) +
                    m * n * (double)cvf_dtype_size(c->dtype);
-    double threads = flops / 8e6 > bytes / BYTES_PER_THREAD ? flops / 8e6 : bytes / BYTES_PER_THREAD;
+    double threads = flops / FLOPS_PER_THREAD;
+    if (flops >= FLOPS_SECOND_THREAD && threads < 2.0)
+        threads = 2.0;
+    if (bytes / BYTES_PER_THREAD > threads)
+        threads = bytes / BYTES_PER_THREAD;
     int32_t pool = cvf_threadpool_size(ctx->pool);
     return threads < 1.0 ? 1 : threads > (double)pool ? pool : (int32_t)threads;
 }
