@@ -221,6 +221,9 @@ static inline __attribute__((always_inline)) void store_fused(const tile *acc, c
     }
     const __m256 zero = _mm256_setzero_ps();
     int relu = out->relu;
+    /* in locals: the stores through C may alias *out, so the compiler would reload them per row */
+    void *c = out->c;
+    const int64_t ldc = out->ldc;
     for (int64_t i = 0; i < m; i++) {
         __m256 x0 = _mm256_add_ps(acc->v[i][0], bias0), x1 = _mm256_add_ps(acc->v[i][1], bias1);
         if (relu) { /* max(0, x) returns x when x is NaN or -0: x < 0 ? 0 : x */
@@ -228,12 +231,12 @@ static inline __attribute__((always_inline)) void store_fused(const tile *acc, c
             x1 = _mm256_max_ps(zero, x1);
         }
         if (n == NR) {
-            store_vector(out->c, dtype, i * out->ldc, x0, 8);
-            store_vector(out->c, dtype, i * out->ldc + 8, x1, 8);
+            store_vector(c, dtype, i * ldc, x0, 8);
+            store_vector(c, dtype, i * ldc + 8, x1, 8);
         } else {
-            store_vector(out->c, dtype, i * out->ldc, x0, n0);
+            store_vector(c, dtype, i * ldc, x0, n0);
             if (n1 > 0)
-                store_vector(out->c, dtype, i * out->ldc + 8, x1, n1);
+                store_vector(c, dtype, i * ldc + 8, x1, n1);
         }
     }
 }
