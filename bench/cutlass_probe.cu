@@ -5,16 +5,22 @@
  * float32 evaluation of its epilogue), and prints medians. Not part of the build and not linked
  * into the library: a probe, like bench/sm90_probe.sh.
  *
- * The kernels (CUTLASS's collective builders, TMA + wgmma, warp-specialised, 128 x 256 x 64 tiles,
- * persistent; all computed transposed, D^T = B^T A^T, so that our row-major C is CUTLASS's
- * column-major D and a bias along our N is CUTLASS's per-row bias):
- *   gemm-mk  plain bf16 GEMM, A row-major, B row-major (MatMul, K1's GEMM, K2-3 of the backward)
- *   gemm-tn  plain bf16 GEMM, A transposed (read in place), B row-major (K2-1, K2-2)
- *   gemm-sk  gemm-tn with CUTLASS's stream-K scheduler (the long-K weight gradients)
- *   relu     f16 MatMul + ReLU
- *   k1       the backward's K1: D = (g @ fc2_weight) * gelu_tanh'(fc1_output) in bf16 and
- *            grad_fc1_bias = column sums of D in fp32 (LinCombDeEltActDePerRowBias with our
- *            GELU' as the activation)
+ * The kernels (CUTLASS's collective builders, TMA + wgmma, warp-specialised, persistent; all
+ * computed transposed, D^T = B^T A^T, so that our row-major C is CUTLASS's column-major D and a
+ * bias along our N is CUTLASS's per-row bias). Cooperative 128 x 256 x 64 tiles unless named:
+ *   gemm-mk     plain bf16 GEMM, A and B row-major (MatMul, K1's GEMM, K2-3 of the backward)
+ *   gemm-mk-pp  the same, pingpong 128 x 128 x 64 (two consumer warpgroups on different tiles,
+ *               one's epilogue under the other's MMA)
+ *   gemm-mk-c2  the same, 2-CTA clusters along M (B's tile multicast)
+ *   gemm-tn     plain bf16 GEMM, A transposed (stored k x m, read in place), B row-major (K2-1, K2-2)
+ *   gemm-sk     gemm-tn with CUTLASS's stream-K scheduler (the long-K weight gradients)
+ *   gemm-bt     plain bf16 GEMM, B transposed (a PyTorch (out, in) weight read in place: fc1's GEMM)
+ *   relu        f16 MatMul + ReLU; relu-pp the same, pingpong 128 x 128 x 64
+ *   k1          the backward's K1: D = (g @ fc2_weight) * gelu_tanh'(fc1_output) in bf16 and
+ *               grad_fc1_bias = column sums of D in fp32 (LinCombDeEltActDePerRowBias with our
+ *               GELU' as the activation); k1-pp the same, pingpong 128 x 128 x 64
+ *   fc1         the forward's fc1: aux = x @ fc1_weight^T + fc1_bias (fc1_output) and D =
+ *               gelu_tanh(aux) (gelu_output), bf16 (LinCombPerRowBiasEltActAux, our GELU)
  * cuBLASLt gets the same product (plain, or its RELU epilogue), the fastest of its first 8
  * heuristics.
  *
@@ -29,12 +35,15 @@
  *     -I$CUT/tools/util/include bench/cutlass_probe.cu -lcublasLt -o build/cutlass_probe
  *
  * (-DNDEBUG matters: a device-side assert is a function call, and ptxas then serialises the
- * wgmma pipeline, warning C7510.) Each kernel costs ~2.4 min of one core to compile.
+ * wgmma pipeline, warning C7510.) The eleven kernels compile in ~4 min of one core; no spills.
+ * On the device, bench/cutlass_device.sh builds and runs it beside our kernel.
  *
  * usage: cutlass_probe [--repeat N] [--warmup N] [CASE ...]
- *   CASE is kind,m,n,k (kind gemm-mk, gemm-tn, gemm-sk, relu) or k1,S,H,I; without cases, the
- *   issue's target shapes (8192^3, 4096^3, the K2 shapes and K1 of the three ViT sizes, MatMul +
- *   ReLU at its four bench shapes).
+ *   CASE is kind,m,n,k (the gemm, relu kinds) or kind,S,H,I (k1, k1-pp, fc1); without cases, the
+ *   issue's target shapes (8192^3, 4096^3, the K2 shapes, K1 and fc1 of the three ViT sizes,
+ *   MatMul + ReLU at its four bench shapes). K1 and fc1 are checked against an fp32 evaluation of
+ *   their epilogue on cuBLASLt's fp32 product, and timed against cuBLASLt's plain GEMM of the
+ *   same layout (the issue's target: <= 1.10x the plain GEMM).
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -109,56 +118,115 @@ template <typename T, int N> struct GeluTanhGrad<cutlass::Array<T, N>> {
     }
 };
 
+/* gelu_tanh(x) = x sigmoid(2u) from e = exp(-|2u|): x / (1 + e) or x e / (1 + e). */
+template <typename T> struct GeluTanh {
+    static const bool kIsHeavy = true;
+    CUTLASS_HOST_DEVICE T operator()(T const &z) const
+    {
+        const float k = 0.7978845608028654f, c = 0.044715f;
+        float x = float(z), e = expf(-fabsf(2.0f * k * (x + c * x * x * x)));
+        return T((x >= 0.0f ? x : x * e) / (1.0f + e));
+    }
+};
+
+template <typename T, int N> struct GeluTanh<cutlass::Array<T, N>> {
+    static const bool kIsHeavy = true;
+    CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const &z) const
+    {
+        cutlass::Array<T, N> y;
+        GeluTanh<T> op;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < N; ++i)
+            y[i] = op(z[i]);
+        return y;
+    }
+};
+
 using bf16 = cutlass::bfloat16_t;
 using f16 = cutlass::half_t;
-using ColMajor = cutlass::layout::ColumnMajor; /* D^T's A: M-major; B: K-major */
-using RowMajor = cutlass::layout::RowMajor;    /* B: N-major */
-using TileMNK = Shape<_128, _256, _64>;
-using Cluster = Shape<_1, _1, _1>;
+using ColMajor = cutlass::layout::ColumnMajor; /* A': M-major; B': K-major */
+using RowMajor = cutlass::layout::RowMajor;    /* A': K-major; B': N-major */
+using Wide = Shape<_128, _256, _64>;
+using Square = Shape<_128, _128, _64>;
+using One = Shape<_1, _1, _1>;
+using Pair = Shape<_2, _1, _1>;
+
+/* The cooperative schedule (both consumer warpgroups on one tile) and the pingpong one. */
+struct Cooperative {
+    using Main = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+    using Epi = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Pingpong {
+    using Main = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+    using Epi = cutlass::epilogue::TmaWarpSpecialized;
+};
 
 /* One CUTLASS GEMM: element type, the layouts of A' = B^T and B' = A^T, the epilogue's fusion
- * operation and the tile scheduler. */
-template <class Elt, class LayoutB, class Fusion, class Scheduler = void> struct Kernel {
+ * operation, tile, cluster, schedule and tile scheduler. */
+template <class Elt, class LayoutA, class LayoutB, class Fusion, class TileMNK = Wide, class ClusterMNK = One,
+          class Schedule = Cooperative, class Scheduler = void>
+struct Kernel {
     using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileMNK, Cluster,
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileMNK, ClusterMNK,
         cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, ColMajor, 8, Elt, ColMajor, 8,
-        cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+        typename Schedule::Epi, Fusion>::CollectiveOp;
     using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Elt, ColMajor, 8, Elt, LayoutB, 8, float, TileMNK, Cluster,
+        cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Elt, LayoutA, 8, Elt, LayoutB, 8, float, TileMNK,
+        ClusterMNK,
         cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-        cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+        typename Schedule::Main>::CollectiveOp;
     using GemmKernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
     using Gemm = cutlass::gemm::device::GemmUniversalAdapter<GemmKernel>;
+    using FusionOp = Fusion;
 };
 
 using Plain = cutlass::epilogue::fusion::LinearCombination<bf16, float, bf16, float>;
-using GemmMK = Kernel<bf16, ColMajor, Plain>;
-using GemmTN = Kernel<bf16, RowMajor, Plain>;
-using GemmSK = Kernel<bf16, RowMajor, Plain, cutlass::gemm::StreamKScheduler>;
-using Relu = Kernel<f16, ColMajor,
-                    cutlass::epilogue::fusion::LinCombEltAct<cutlass::epilogue::thread::ReLu, f16, float, f16, float>>;
-using K1 = Kernel<bf16, ColMajor,
-                  cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<ColMajor, GeluTanhGrad, bf16, float, bf16,
-                                                                         float>>;
+using ReluOp = cutlass::epilogue::fusion::LinCombEltAct<cutlass::epilogue::thread::ReLu, f16, float, f16, float>;
+using K1Op = cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<ColMajor, GeluTanhGrad, bf16, float, bf16, float>;
+using Fc1Op = cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<ColMajor, GeluTanh, bf16, float, bf16, bf16>;
+
+using GemmMK = Kernel<bf16, ColMajor, ColMajor, Plain>;
+using GemmMKPingpong = Kernel<bf16, ColMajor, ColMajor, Plain, Square, One, Pingpong>;
+using GemmMKPair = Kernel<bf16, ColMajor, ColMajor, Plain, Wide, Pair>;
+using GemmTN = Kernel<bf16, ColMajor, RowMajor, Plain>;
+using GemmSK = Kernel<bf16, ColMajor, RowMajor, Plain, Wide, One, Cooperative, cutlass::gemm::StreamKScheduler>;
+using GemmBT = Kernel<bf16, RowMajor, ColMajor, Plain>;
+using Relu = Kernel<f16, ColMajor, ColMajor, ReluOp>;
+using ReluPingpong = Kernel<f16, ColMajor, ColMajor, ReluOp, Square, One, Pingpong>;
+using K1 = Kernel<bf16, ColMajor, ColMajor, K1Op>;
+using K1Pingpong = Kernel<bf16, ColMajor, ColMajor, K1Op, Square, One, Pingpong>;
+using Fc1 = Kernel<bf16, RowMajor, ColMajor, Fc1Op>;
 
 /* ---- cases ------------------------------------------------------------------------------------ */
 
-enum kind { GEMM_MK, GEMM_TN, GEMM_SK, RELU, KIND_K1 };
-static const char *const kind_names[] = {"gemm-mk", "gemm-tn", "gemm-sk", "relu", "k1"};
+enum kind { GEMM_MK, GEMM_MK_PP, GEMM_MK_C2, GEMM_TN, GEMM_SK, GEMM_BT, RELU, RELU_PP, KIND_K1, K1_PP, FC1, KINDS };
+static const char *const kind_names[KINDS] = {"gemm-mk", "gemm-mk-pp", "gemm-mk-c2", "gemm-tn", "gemm-sk", "gemm-bt",
+                                              "relu",    "relu-pp",    "k1",         "k1-pp",   "fc1"};
 
-/* Our C (m x n, row-major) = A (m x k) @ B (k x n); A row-major, or (gemm-tn, gemm-sk) stored k x m
- * and read transposed; B row-major. K1: m = S, n = I, k = H (A = grad_output, B = fc2_weight^T as
- * stored: fc2_weight is H x I, row-major, which is B itself). */
+/* What a kind computes, apart from its kernel. */
+enum epilogue { EPI_PLAIN, EPI_RELU, EPI_K1, EPI_FC1 };
+static epilogue epilogue_of(kind op)
+{
+    return op == RELU || op == RELU_PP ? EPI_RELU : op == KIND_K1 || op == K1_PP ? EPI_K1 : op == FC1 ? EPI_FC1 : EPI_PLAIN;
+}
+static bool a_transposed(kind op) { return op == GEMM_TN || op == GEMM_SK; }
+static bool b_transposed(kind op) { return op == GEMM_BT || op == FC1; }
+
+/* Our C (m x n, row-major) = A (m x k) @ B (k x n). A row-major, or (gemm-tn, gemm-sk) stored
+ * k x m and read transposed; B row-major, or (gemm-bt, fc1) stored n x k and read transposed.
+ * K1: m = S, n = I, k = H (A = grad_output, B = fc2_weight as stored, H x I). fc1: m = S, n = I,
+ * k = H (A = hidden_state, B = fc1_weight^T: fc1_weight is I x H). */
 struct bench_case {
     kind op;
     int m, n, k;
 };
 
-/* Device buffers of a case: A, B, C (ours = CUTLASS's), C of cuBLASLt, and for K1 fc1_output,
- * the fp32 product (cuBLASLt), the bias gradient and its reference. */
+/* Device buffers of a case: A, B, C (CUTLASS's), C of cuBLASLt; K1 and fc1: aux (K1: fc1_output,
+ * read; fc1: fc1_output, written), the fp32 reference, bias (fc1) or bias gradient and its
+ * reference (K1). */
 struct buffers {
-    void *a = nullptr, *b = nullptr, *c = nullptr, *c_lt = nullptr, *aux = nullptr;
-    float *c32 = nullptr, *dbias = nullptr, *dbias_ref = nullptr;
+    void *a = nullptr, *b = nullptr, *c = nullptr, *c_lt = nullptr, *aux = nullptr, *bias = nullptr;
+    float *ref = nullptr, *ref_aux = nullptr, *dbias = nullptr, *dbias_ref = nullptr;
     void *workspace = nullptr;
     size_t workspace_size = 0;
 };
@@ -188,9 +256,9 @@ static void fill(void *p, size_t count, uint64_t seed, float scale, bool is_bf16
     CUDA_OK(cudaGetLastError());
 }
 
-/* K1's reference epilogue on cuBLASLt's fp32 product p (S x I row-major): d = p * gelu'(z), and the
- * column sums of d (one thread a column, in order). */
-__global__ void k1_reference_kernel(const float *p, const bf16 *z, int s, int i, float *dbias, float *d)
+/* K1's reference epilogue on the fp32 product p (S x I row-major), in place: p * gelu'(z), and the
+ * column sums of the result in double (one thread a column). */
+__global__ void k1_reference_kernel(float *p, const bf16 *z, int s, int i, float *dbias)
 {
     int col = blockIdx.x * blockDim.x + threadIdx.x;
     if (col >= i)
@@ -200,10 +268,21 @@ __global__ void k1_reference_kernel(const float *p, const bf16 *z, int s, int i,
     for (int row = 0; row < s; row++) {
         size_t at = (size_t)row * i + col;
         float v = grad(p[at], float(z[at]));
-        d[at] = v;
+        p[at] = v;
         sum += v;
     }
     dbias[col] = (float)sum;
+}
+
+/* fc1's reference epilogue on the fp32 product p (S x I row-major): aux = p + bias, p = gelu(aux). */
+__global__ void fc1_reference_kernel(float *p, const bf16 *bias, size_t count, int i, float *aux)
+{
+    size_t at = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (at >= count)
+        return;
+    float v = p[at] + float(bias[at % (size_t)i]);
+    aux[at] = v;
+    p[at] = GeluTanh<float>()(v);
 }
 
 /* sqrt(sum (x - y)^2 / sum y^2) over count elements (x: 16-bit, y: 16-bit or fp32). */
@@ -222,6 +301,7 @@ __global__ void diff_kernel(const uint16_t *x, const void *y, int y_is_f32, int 
     atomicAdd(&out[1], den);
 }
 
+/* The relative RMS difference of x from y; NaN anywhere in x (the poison left unwritten) gives NaN. */
 static double relative_rms(const void *x, const void *y, bool y_is_f32, bool is_bf16, size_t count)
 {
     double *acc, host[2];
@@ -242,24 +322,31 @@ struct lt_setup {
     cublasLtMatrixLayout_t la, lb, ld;
     cublasLtMatmulHeuristicResult_t results[8];
     int count = 0, best = 0;
-    void *workspace;
+    void *workspace = nullptr;
     size_t workspace_size = 64u << 20;
 };
 
+/* cuBLASLt for case c with D of type d_type: its RELU epilogue for the ReLU kinds, else plain (K1
+ * and fc1 are timed against their plain GEMM, the issue's measure of an epilogue's cost). */
 static void lt_create(lt_setup *s, cublasLtHandle_t lt, const bench_case &c, cudaDataType_t t, cudaDataType_t d_type)
 {
     s->lt = lt;
     CUDA_OK(cudaMalloc(&s->workspace, s->workspace_size));
     LT_OK(cublasLtMatmulDescCreate(&s->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasLtEpilogue_t epi = c.op == RELU ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasLtEpilogue_t epi = epilogue_of(c.op) == EPI_RELU ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
     LT_OK(cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    bool a_transposed = c.op == GEMM_TN || c.op == GEMM_SK;
-    /* first operand B^T: B is row-major k x n, so column-major n x k with ld n, no transpose */
-    LT_OK(cublasLtMatrixLayoutCreate(&s->la, t, (uint64_t)c.n, (uint64_t)c.k, c.n));
-    /* second operand A^T: A row-major m x k is column-major k x m (ld k); stored k x m row-major
-     * (transposed A) it is column-major m x k (ld m), read transposed */
-    if (a_transposed) {
-        cublasOperation_t op_t = CUBLAS_OP_T;
+    cublasOperation_t op_t = CUBLAS_OP_T;
+    /* first operand B^T (n x k): B row-major k x n is column-major n x k (ld n); B stored n x k
+     * row-major (transposed) is column-major k x n (ld k), read transposed */
+    if (b_transposed(c.op)) {
+        LT_OK(cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof op_t));
+        LT_OK(cublasLtMatrixLayoutCreate(&s->la, t, (uint64_t)c.k, (uint64_t)c.n, c.k));
+    } else {
+        LT_OK(cublasLtMatrixLayoutCreate(&s->la, t, (uint64_t)c.n, (uint64_t)c.k, c.n));
+    }
+    /* second operand A^T (k x m): A row-major m x k is column-major k x m (ld k); A stored k x m
+     * row-major (transposed) is column-major m x k (ld m), read transposed */
+    if (a_transposed(c.op)) {
         LT_OK(cublasLtMatmulDescSetAttribute(s->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_t, sizeof op_t));
         LT_OK(cublasLtMatrixLayoutCreate(&s->lb, t, (uint64_t)c.m, (uint64_t)c.k, c.m));
     } else {
@@ -292,8 +379,9 @@ static void lt_destroy(lt_setup *s)
 
 /* ---- CUTLASS ------------------------------------------------------------------------------------- */
 
-/* Arguments of one of the kernels for case c: problem (n, m, k), A' = B^T (M-major, B as stored),
- * B' = A^T (K-major: A row-major; N-major: A stored k x m), D' = C^T (M-major: C row-major). */
+/* Arguments of kernel K for case c: problem (n, m, k); A' = B^T (B as stored: M-major, or K-major
+ * when B is stored transposed), B' = A^T (K-major: A row-major; N-major: A stored k x m), D' = C^T
+ * (M-major: C row-major); the epilogue's pointers for K1 and fc1. */
 template <class K> static typename K::Gemm::Arguments arguments(const bench_case &c, const buffers &b)
 {
     using GK = typename K::GemmKernel;
@@ -306,15 +394,17 @@ template <class K> static typename K::Gemm::Arguments arguments(const bench_case
         {{}, nullptr, {}, (Elt *)b.c, cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1})}};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
+    if constexpr (std::is_same_v<typename K::FusionOp, K1Op>) {
+        args.epilogue.thread.aux_ptr = (const bf16 *)b.aux;
+        args.epilogue.thread.dAux = cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1});
+        args.epilogue.thread.dbias_ptr = b.dbias;
+    }
+    if constexpr (std::is_same_v<typename K::FusionOp, Fc1Op>) {
+        args.epilogue.thread.aux_ptr = (bf16 *)b.aux;
+        args.epilogue.thread.dAux = cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1});
+        args.epilogue.thread.bias_ptr = (const bf16 *)b.bias;
+    }
     return args;
-}
-
-template <class K> static void set_k1_epilogue(typename K::Gemm::Arguments &args, const bench_case &c, const buffers &b)
-{
-    using GK = typename K::GemmKernel;
-    args.epilogue.thread.aux_ptr = (const bf16 *)b.aux;
-    args.epilogue.thread.dAux = cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1});
-    args.epilogue.thread.dbias_ptr = b.dbias;
 }
 
 /* A ready CUTLASS kernel of type K for case c (initialised once, run many times). */
@@ -325,8 +415,6 @@ template <class K> struct cutlass_run {
     void setup(const bench_case &c, buffers &b)
     {
         auto args = arguments<K>(c, b);
-        if constexpr (std::is_same_v<K, ::K1>)
-            set_k1_epilogue<K>(args, c, b);
         if (K::Gemm::can_implement(args) != cutlass::Status::kSuccess) {
             fprintf(stderr, "%s %d x %d x %d: CUTLASS cannot implement it\n", kind_names[c.op], c.m, c.n, c.k);
             return;
@@ -371,10 +459,62 @@ template <class F> static float median_ms(F &&call, int warmup, int repeat, cuda
     return times[(size_t)repeat / 2];
 }
 
+/* The relative RMS difference of two fp32 vectors on the host. */
+static double vector_diff(const float *got_dev, const float *want_dev, int n)
+{
+    std::vector<float> got((size_t)n), want((size_t)n);
+    CUDA_OK(cudaMemcpy(got.data(), got_dev, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(want.data(), want_dev, 4 * (size_t)n, cudaMemcpyDeviceToHost));
+    double num = 0.0, den = 0.0;
+    for (int j = 0; j < n; j++)
+        num += (double)(got[(size_t)j] - want[(size_t)j]) * (got[(size_t)j] - want[(size_t)j]),
+            den += (double)want[(size_t)j] * want[(size_t)j];
+    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+/* Checks CUTLASS's outputs of case c (already run) against cuBLASLt: plain and ReLU against its
+ * output of the same product; K1 and fc1 against their epilogue in fp32 on its fp32 product.
+ * Prints the differences. */
+static void check_outputs(const bench_case &c, buffers &b, lt_setup *s, cublasLtHandle_t lt, cudaDataType_t t,
+                          cudaStream_t stream)
+{
+    size_t mn = (size_t)c.m * c.n;
+    bool is_bf16 = t == CUDA_R_16BF;
+    epilogue e = epilogue_of(c.op);
+    if (e == EPI_PLAIN || e == EPI_RELU) {
+        lt_run(s, s->best, b.a, b.b, b.c_lt, stream);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        printf("  rel_diff %.2e", relative_rms(b.c, b.c_lt, false, is_bf16, mn));
+        return;
+    }
+    lt_setup s32;
+    lt_create(&s32, lt, c, t, CUDA_R_32F);
+    if (s32.count == 0) {
+        printf("  (no cuBLASLt heuristic for the fp32 reference product)");
+        lt_destroy(&s32);
+        return;
+    }
+    lt_run(&s32, 0, b.a, b.b, b.ref, stream);
+    if (e == EPI_K1) {
+        k1_reference_kernel<<<(c.n + 127) / 128, 128, 0, stream>>>(b.ref, (const bf16 *)b.aux, c.m, c.n, b.dbias_ref);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        printf("  rel_diff %.2e  bias_grad rel_diff %.2e", relative_rms(b.c, b.ref, true, true, mn),
+               vector_diff(b.dbias, b.dbias_ref, c.n));
+    } else {
+        fc1_reference_kernel<<<(unsigned)((mn + 255) / 256), 256, 0, stream>>>(b.ref, (const bf16 *)b.bias, mn, c.n,
+                                                                              b.ref_aux);
+        CUDA_OK(cudaStreamSynchronize(stream));
+        printf("  rel_diff %.2e  aux rel_diff %.2e", relative_rms(b.c, b.ref, true, true, mn),
+               relative_rms(b.aux, b.ref_aux, true, true, mn));
+    }
+    lt_destroy(&s32);
+}
+
 /* Runs one case: CUTLASS's kernel K and cuBLASLt (its fastest heuristic), checked, timed. */
 template <class K> static void run_case(const bench_case &c, cublasLtHandle_t lt, int warmup, int repeat)
 {
-    bool is_bf16 = c.op != RELU, k1 = c.op == KIND_K1;
+    epilogue e = epilogue_of(c.op);
+    bool is_bf16 = e != EPI_RELU;
     cudaDataType_t t = is_bf16 ? CUDA_R_16BF : CUDA_R_16F;
     size_t mk = (size_t)c.m * c.k, kn = (size_t)c.k * c.n, mn = (size_t)c.m * c.n;
     buffers b;
@@ -384,109 +524,99 @@ template <class K> static void run_case(const bench_case &c, cublasLtHandle_t lt
     CUDA_OK(cudaMalloc(&b.c_lt, 2 * mn));
     fill(b.a, mk, 1, 1.0f, is_bf16);
     fill(b.b, kn, 2, 1.0f / std::sqrt((float)c.k), is_bf16);
-    if (k1) {
+    if (e == EPI_K1 || e == EPI_FC1) {
         CUDA_OK(cudaMalloc(&b.aux, 2 * mn));
-        CUDA_OK(cudaMalloc(&b.c32, 4 * mn));
-        CUDA_OK(cudaMalloc(&b.dbias, 4 * (size_t)c.n));
-        CUDA_OK(cudaMalloc(&b.dbias_ref, 4 * (size_t)c.n));
-        fill(b.aux, mn, 3, 4.0f, true);
+        CUDA_OK(cudaMalloc(&b.ref, 4 * mn));
+        if (e == EPI_K1) {
+            fill(b.aux, mn, 3, 4.0f, true);
+            CUDA_OK(cudaMalloc(&b.dbias, 4 * (size_t)c.n));
+            CUDA_OK(cudaMalloc(&b.dbias_ref, 4 * (size_t)c.n));
+        } else {
+            CUDA_OK(cudaMalloc(&b.ref_aux, 4 * mn));
+            CUDA_OK(cudaMalloc(&b.bias, 2 * (size_t)c.n));
+            fill(b.bias, (size_t)c.n, 4, 1.0f, true);
+            CUDA_OK(cudaMemset(b.aux, 0xFF, 2 * mn)); /* poison: NaN */
+        }
     }
     cudaStream_t stream = 0;
 
-    /* cuBLASLt: the fastest of its heuristics; for K1 its plain GEMM (K1's target is against it) */
-    bench_case plain = c;
-    if (k1)
-        plain.op = GEMM_MK;
     lt_setup s;
-    lt_create(&s, lt, plain, t, t);
+    lt_create(&s, lt, c, t, t);
     float lt_ms = 1e30f;
     for (int h = 0; h < s.count; h++) {
         float ms = median_ms([&] { lt_run(&s, h, b.a, b.b, b.c_lt, stream); }, 2, 5, stream);
         if (ms < lt_ms)
             lt_ms = ms, s.best = h;
     }
-    lt_ms = median_ms([&] { lt_run(&s, s.best, b.a, b.b, b.c_lt, stream); }, warmup, repeat, stream);
-
     cutlass_run<K> ours;
     ours.setup(c, b);
     if (!ours.ok || s.count == 0) {
-        printf("%-8s %6d %6d %6d  not run (%s)\n", kind_names[c.op], c.m, c.n, c.k,
+        printf("%-10s %6d %6d %6d  not run (%s)\n", kind_names[c.op], c.m, c.n, c.k,
                s.count == 0 ? "no cuBLASLt heuristic" : "CUTLASS setup failed");
-        return;
-    }
-    CUDA_OK(cudaMemset(b.c, 0xFF, 2 * mn)); /* poison: NaN */
-    ours.run(stream);
-    CUDA_OK(cudaStreamSynchronize(stream));
-    double diff, bias_diff = 0.0;
-    if (k1) {
-        lt_setup s32;
-        lt_create(&s32, lt, plain, t, CUDA_R_32F);
-        if (s32.count == 0) {
-            printf("k1: no cuBLASLt heuristic for the fp32 reference product\n");
-            return;
-        }
-        lt_run(&s32, 0, b.a, b.b, b.c32, stream);
-        k1_reference_kernel<<<(c.n + 127) / 128, 128, 0, stream>>>(b.c32, (const bf16 *)b.aux, c.m, c.n, b.dbias_ref,
-                                                                    b.c32);
-        CUDA_OK(cudaStreamSynchronize(stream));
-        diff = relative_rms(b.c, b.c32, true, true, mn);
-        std::vector<float> got((size_t)c.n), want((size_t)c.n);
-        CUDA_OK(cudaMemcpy(got.data(), b.dbias, 4 * (size_t)c.n, cudaMemcpyDeviceToHost));
-        CUDA_OK(cudaMemcpy(want.data(), b.dbias_ref, 4 * (size_t)c.n, cudaMemcpyDeviceToHost));
-        double num = 0.0, den = 0.0;
-        for (int j = 0; j < c.n; j++)
-            num += (double)(got[j] - want[j]) * (got[j] - want[j]), den += (double)want[j] * want[j];
-        bias_diff = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-        lt_destroy(&s32);
     } else {
-        lt_run(&s, s.best, b.a, b.b, b.c_lt, stream);
+        lt_ms = median_ms([&] { lt_run(&s, s.best, b.a, b.b, b.c_lt, stream); }, warmup, repeat, stream);
+        CUDA_OK(cudaMemset(b.c, 0xFF, 2 * mn)); /* poison: NaN */
+        ours.run(stream);
         CUDA_OK(cudaStreamSynchronize(stream));
-        diff = relative_rms(b.c, b.c_lt, false, is_bf16, mn);
+        float ours_ms = median_ms([&] { ours.run(stream); }, warmup, repeat, stream);
+        double tflops = 2.0 * c.m * c.n * c.k / (ours_ms * 1e-3) / 1e12;
+        printf("%-10s %6d %6d %6d  cutlass %8.4f ms %6.1f TFLOP/s  cublaslt%s %8.4f ms  ratio %.3f", kind_names[c.op],
+               c.m, c.n, c.k, ours_ms, tflops, e == EPI_K1 || e == EPI_FC1 ? " plain" : "", lt_ms, ours_ms / lt_ms);
+        check_outputs(c, b, &s, lt, t, stream);
+        printf("\n");
     }
-    float ours_ms = median_ms([&] { ours.run(stream); }, warmup, repeat, stream);
-    double tflops = 2.0 * c.m * c.n * c.k / (ours_ms * 1e-3) / 1e12;
-    printf("%-8s %6d %6d %6d  cutlass %8.4f ms %6.1f TFLOP/s  cublaslt %8.4f ms  ratio %.3f  rel_diff %.2e", kind_names[c.op],
-           c.m, c.n, c.k, ours_ms, tflops, lt_ms, ours_ms / lt_ms, diff);
-    if (k1)
-        printf("  bias_grad rel_diff %.2e (against cuBLASLt's plain GEMM)", bias_diff);
-    printf("\n");
     fflush(stdout);
     lt_destroy(&s);
-    cudaFree(b.a), cudaFree(b.b), cudaFree(b.c), cudaFree(b.c_lt), cudaFree(b.aux), cudaFree(b.c32);
-    cudaFree(b.dbias), cudaFree(b.dbias_ref), cudaFree(b.workspace);
+    cudaFree(b.a), cudaFree(b.b), cudaFree(b.c), cudaFree(b.c_lt), cudaFree(b.aux), cudaFree(b.bias);
+    cudaFree(b.ref), cudaFree(b.ref_aux), cudaFree(b.dbias), cudaFree(b.dbias_ref), cudaFree(b.workspace);
 }
 
 static void run_any(const bench_case &c, cublasLtHandle_t lt, int warmup, int repeat)
 {
     switch (c.op) {
     case GEMM_MK: run_case<GemmMK>(c, lt, warmup, repeat); break;
+    case GEMM_MK_PP: run_case<GemmMKPingpong>(c, lt, warmup, repeat); break;
+    case GEMM_MK_C2: run_case<GemmMKPair>(c, lt, warmup, repeat); break;
     case GEMM_TN: run_case<GemmTN>(c, lt, warmup, repeat); break;
     case GEMM_SK: run_case<GemmSK>(c, lt, warmup, repeat); break;
+    case GEMM_BT: run_case<GemmBT>(c, lt, warmup, repeat); break;
     case RELU: run_case<Relu>(c, lt, warmup, repeat); break;
+    case RELU_PP: run_case<ReluPingpong>(c, lt, warmup, repeat); break;
     case KIND_K1: run_case<K1>(c, lt, warmup, repeat); break;
+    case K1_PP: run_case<K1Pingpong>(c, lt, warmup, repeat); break;
+    case FC1: run_case<Fc1>(c, lt, warmup, repeat); break;
+    case KINDS: break;
     }
 }
 
 /* The issue's targets: plain GEMMs at 8192^3, 4096^3 and the K2 shapes of the three ViT sizes
- * (K2-1 = H x I x S, K2-2 = I x H x S with A transposed, K2-3 = S x H x I), K1 (S x I x H), and
- * MatMul + ReLU f16 at its four bench shapes. */
+ * (K2-1 = H x I x S, K2-2 = I x H x S with A transposed, K2-3 = S x H x I), K1 (S x I x H) and fc1
+ * (S x I x H, the weight read transposed) beside their plain GEMMs, and MatMul + ReLU f16 at its
+ * four bench shapes; each in the cooperative kernel and, where one exists, its variants. */
 static std::vector<bench_case> default_cases()
 {
-    std::vector<bench_case> cases = {{GEMM_MK, 8192, 8192, 8192}, {GEMM_MK, 4096, 4096, 4096}};
+    std::vector<bench_case> cases;
+    for (int size : {8192, 4096})
+        for (kind op : {GEMM_MK, GEMM_MK_PP, GEMM_MK_C2})
+            cases.push_back({op, size, size, size});
     const int vit[3][3] = {{12608, 768, 3072}, {16448, 1024, 4096}, {16448, 1280, 5120}};
     for (auto &v : vit) {
         int S = v[0], H = v[1], I = v[2];
-        cases.push_back({KIND_K1, S, I, H});
-        cases.push_back({GEMM_MK, S, I, H}); /* K1's GEMM alone */
-        cases.push_back({GEMM_TN, H, I, S});
-        cases.push_back({GEMM_SK, H, I, S});
-        cases.push_back({GEMM_TN, I, H, S});
-        cases.push_back({GEMM_SK, I, H, S});
-        cases.push_back({GEMM_MK, S, H, I});
+        for (kind op : {KIND_K1, K1_PP, GEMM_MK, GEMM_MK_PP})
+            cases.push_back({op, S, I, H}); /* K1 and its GEMM alone */
+        for (kind op : {FC1, GEMM_BT})
+            cases.push_back({op, S, I, H}); /* fc1 and its GEMM alone */
+        for (kind op : {GEMM_TN, GEMM_SK}) {
+            cases.push_back({op, H, I, S}); /* K2-1 */
+            cases.push_back({op, I, H, S}); /* K2-2 */
+        }
+        for (kind op : {GEMM_MK, GEMM_MK_PP, GEMM_MK_C2})
+            cases.push_back({op, S, H, I}); /* K2-3 */
     }
     const int relu[4][3] = {{4096, 4096, 4096}, {8192, 8192, 256}, {16384, 8192, 64}, {8192, 8192, 512}};
     for (auto &r : relu)
-        cases.push_back({RELU, r[0], r[1], r[2]});
+        for (kind op : {RELU, RELU_PP})
+            cases.push_back({op, r[0], r[1], r[2]});
     return cases;
 }
 
@@ -495,10 +625,10 @@ static bool parse_case(const char *text, bench_case *c)
     char name[16];
     if (sscanf(text, "%15[^,],%d,%d,%d", name, &c->m, &c->n, &c->k) != 4)
         return false;
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < KINDS; i++)
         if (strcmp(name, kind_names[i]) == 0) {
             c->op = (kind)i;
-            if (c->op == KIND_K1) /* k1,S,H,I -> m = S, n = I, k = H */
+            if (epilogue_of(c->op) == EPI_K1 || epilogue_of(c->op) == EPI_FC1) /* S,H,I -> m = S, n = I, k = H */
                 std::swap(c->n, c->k);
             return c->m > 0 && c->n > 0 && c->k > 0;
         }
@@ -518,7 +648,7 @@ int main(int argc, char **argv)
         else if (parse_case(argv[i], &c))
             cases.push_back(c);
         else {
-            fprintf(stderr, "usage: %s [--repeat N] [--warmup N] [kind,m,n,k | k1,S,H,I ...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--repeat N] [--warmup N] [kind,m,n,k | k1|k1-pp|fc1,S,H,I ...]\n", argv[0]);
             return 2;
         }
     }
@@ -528,8 +658,8 @@ int main(int argc, char **argv)
         repeat = 1;
     cublasLtHandle_t lt;
     LT_OK(cublasLtCreate(&lt));
-    printf("cutlass_probe: CUTLASS %d.%d.%d sm90 kernels (128 x 256 x 64, cooperative) against cuBLASLt; medians of %d "
-           "after %d\n",
+    printf("cutlass_probe: CUTLASS %d.%d.%d sm90 kernels against cuBLASLt (the fastest of its first 8 heuristics); "
+           "medians of %d after %d; K1 and fc1 against cuBLASLt's plain GEMM of the same product\n",
            CUTLASS_MAJOR, CUTLASS_MINOR, CUTLASS_PATCH, repeat, warmup);
     for (const bench_case &c : cases)
         run_any(c, lt, warmup, repeat);
