@@ -207,10 +207,19 @@ static const char *const kind_names[KINDS] = {"gemm-mk", "gemm-mk-pp", "gemm-mk-
 enum epilogue { EPI_PLAIN, EPI_RELU, EPI_K1, EPI_FC1 };
 static epilogue epilogue_of(kind op)
 {
-    return op == RELU || op == RELU_PP ? EPI_RELU : op == KIND_K1 || op == K1_PP ? EPI_K1 : op == FC1 ? EPI_FC1 : EPI_PLAIN;
+    return op == RELU || op == RELU_PP    ? EPI_RELU
+           : op == KIND_K1 || op == K1_PP ? EPI_K1
+           : op == FC1                    ? EPI_FC1
+                                          : EPI_PLAIN;
 }
-static bool a_transposed(kind op) { return op == GEMM_TN || op == GEMM_SK; }
-static bool b_transposed(kind op) { return op == GEMM_BT || op == FC1; }
+static bool a_transposed(kind op)
+{
+    return op == GEMM_TN || op == GEMM_SK;
+}
+static bool b_transposed(kind op)
+{
+    return op == GEMM_BT || op == FC1;
+}
 
 /* Our C (m x n, row-major) = A (m x k) @ B (k x n). A row-major, or (gemm-tn, gemm-sk) stored
  * k x m and read transposed; B row-major, or (gemm-bt, fc1) stored n x k and read transposed.
@@ -364,8 +373,8 @@ static void lt_create(lt_setup *s, cublasLtHandle_t lt, const bench_case &c, cud
 static void lt_run(const lt_setup *s, int algo, const void *a, const void *b, void *d, cudaStream_t stream)
 {
     const float one = 1.0f, zero = 0.0f;
-    LT_OK(cublasLtMatmul(s->lt, s->desc, &one, b, s->la, a, s->lb, &zero, d, s->ld, d, s->ld,
-                         &s->results[algo].algo, s->workspace, s->workspace_size, stream));
+    LT_OK(cublasLtMatmul(s->lt, s->desc, &one, b, s->la, a, s->lb, &zero, d, s->ld, d, s->ld, &s->results[algo].algo,
+                         s->workspace, s->workspace_size, stream));
 }
 
 static void lt_destroy(lt_setup *s)
@@ -502,7 +511,7 @@ static void check_outputs(const bench_case &c, buffers &b, lt_setup *s, cublasLt
                vector_diff(b.dbias, b.dbias_ref, c.n));
     } else {
         fc1_reference_kernel<<<(unsigned)((mn + 255) / 256), 256, 0, stream>>>(b.ref, (const bf16 *)b.bias, mn, c.n,
-                                                                              b.ref_aux);
+                                                                               b.ref_aux);
         CUDA_OK(cudaStreamSynchronize(stream));
         printf("  rel_diff %.2e  aux rel_diff %.2e", relative_rms(b.c, b.ref, true, true, mn),
                relative_rms(b.aux, b.ref_aux, true, true, mn));
