@@ -8,7 +8,7 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling torch split2d"  groups to leave out
+#   SKIP="cores tests suite scaling small torch split2d"  groups to leave out
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -133,6 +133,21 @@ if ! skip scaling; then
         bench "scaling_gemm_t$t" scaling "$t" --op gemm --dtype f32 --m $MM --n $MM --k $MM $rep
         bench "scaling_mmrelu_t$t" scaling "$t" --op matmul-relu --dtype f16 --m $MM --n $MM --k $MM $rep
         bench "scaling_mlpbw_t$t" scaling "$t" --op mlp-backward --dtype f32 --S $S --H $H --I $I $rep
+    done
+fi
+
+# ---- issue 16: small calls (gemm 64^3-256^3: the second thread from 4 MFLOP; the MLP forward at a
+# few tokens: the dot tiles), ours vs OpenBLAS at 2 and at many threads ----
+if ! skip small; then
+    for t in $(echo 2 "$MANY" | tr ' ' '\n' | sort -un); do
+        for size in 64 128 160 256; do
+            bench "small_gemm${size}_t$t" small "$t" --op gemm --dtype f32 --m $size --n $size --k $size \
+                --repeat 1000 --warmup 50
+        done
+        for tokens in 1 8 16; do
+            bench "small_mlpfw${tokens}_t$t" small "$t" --op mlp-forward --dtype f32 --S $tokens --H 768 --I 3072 \
+                --repeat 100 --warmup 10
+        done
     done
 fi
 
