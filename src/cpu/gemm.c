@@ -108,7 +108,8 @@ typedef struct cpu_config {
     forced_blocks forced;
     cvf_cpu_isa isa;
     const cvf_cpu_vec_ops *vec;
-    bool kernels_daz; /* cvf_cpu_kernels_daz */
+    bool kernels_daz;      /* cvf_cpu_kernels_daz */
+    bool subnormals_slow;  /* cvf_cpu_subnormals_slow */
 } cpu_config;
 
 static cpu_config config;
@@ -122,6 +123,7 @@ static void detect_config(void)
     config.isa = cvf_cpu_isa_active();
     config.vec = cvf_cpu_vec_ops_for(config.isa);
     config.kernels_daz = cvf_cpu_kernels_daz();
+    config.subnormals_slow = cvf_cpu_subnormals_slow();
 }
 
 /* The process-wide configuration, detected on first use. */
@@ -145,7 +147,8 @@ typedef struct gemm_plan {
     bool direct_c;               /* multi-pass into C itself (f32 C, nothing to finish): no fp32 block */
     bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
-                                  * (unless A holds subnormals; the rest of the plan is the packed one) */
+                                  * (unless scan_a finds subnormals; the rest of the plan is the packed one) */
+    bool scan_a;                 /* dot: A is scanned for subnormals, which would cost assists */
     bool daz;                    /* the kernels run with subnormal operands read as zero (kernels_begin) */
     int64_t dot_a_ld;            /* > 0: the dot tiles read a copy of A, rows this many floats apart */
     int64_t splits;              /* K slices computed in parallel and summed in order (small M x N, long K) */
@@ -423,6 +426,10 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* f16 inputs never become subnormal fp32 values; the bf16 kernels flush in hardware */
     plan.daz = cfg->kernels_daz && plan.kernel->format == CVF_CPU_PACK_F32 &&
                (a->dtype != CVF_F16 || b->dtype != CVF_F16);
+    /* subnormals in A send the dot tiles to microcode assists only where the CPU has them and the
+     * kernels keep subnormals: on a Zen core the scan would turn the MLP forward's fc2 at a few
+     * tokens (GELU outputs near -10 are subnormal) to the packed kernel for nothing, 2x slower */
+    plan.scan_a = plan.dot && !plan.daz && cfg->subnormals_slow;
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
@@ -1628,11 +1635,12 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     /* the dot tiles multiply vectors of A along K: where subnormals are kept (plan.daz false), an
      * Intel core sends the whole FMA to a microcode assist for a subnormal in any of 8 lanes, so 1%
      * of subnormals in A (GELU outputs of very negative inputs) made them 7x slower, and the packed
-     * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ they cost nothing and A
-     * is not scanned (the scan costs under 1% of the product). */
+     * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ, or on cores without
+     * assists (plan.scan_a false), they cost nothing and A is not scanned (the scan costs under 1%
+     * of the product). */
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
-    } else if (plan->dot && (plan->daz || !has_subnormal(a))) {
+    } else if (plan->dot && (!plan->scan_a || !has_subnormal(a))) {
         if (plan->dot_a_ld > 0) /* A's rows moved off the L1 sets they shared (dot_copy_stride) */
             for (int64_t i = 0; i < plan->m; i++)
                 memcpy((float *)(job.workspace + plan->off_dot_a) + i * plan->dot_a_ld,

@@ -164,6 +164,15 @@ bool cvf_cpu_kernels_daz(void)
     return kernels_daz;
 }
 
+bool cvf_cpu_subnormals_slow(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return !vendor_is_amd();
+#else
+    return false;
+#endif
+}
+
 /* The kernel bf16 x bf16 products take at a level, for the CVF_DEBUG log. */
 static const char *bf16_route(cvf_cpu_isa isa)
 {
@@ -245,14 +254,18 @@ static void decide_isa(void)
     if (refused) /* the CPU has AMX but the OS (or this build) does not let us use it */
         active_isa = CVF_CPU_ISA_AVX512_BF16;
     if (env_switch("CVF_DEBUG", false))
-        fprintf(stderr, "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s; fp32 kernels: subnormal inputs %s\n",
+        fprintf(stderr,
+                "cvfuse: cpu isa %s (detected %s%s); bf16 x bf16 products: %s; fp32 kernels: subnormal inputs %s%s\n",
                 isa_names[active_isa],
                 isa_names[detected],
                 refused                  ? ", but the OS refused the AMX tile state (or the build lacks the kernel)"
                 : active_isa != detected ? ", forced by CVF_CPU_ISA"
                                          : "",
                 bf16_route(active_isa),
-                cvf_cpu_kernels_daz() ? "read as zero (CVF_CPU_DAZ=0 keeps them)" : "kept (CVF_CPU_DAZ=1 reads them as zero)");
+                cvf_cpu_kernels_daz() ? "read as zero (CVF_CPU_DAZ=0 keeps them)" : "kept (CVF_CPU_DAZ=1 reads them as zero)",
+                cvf_cpu_kernels_daz()       ? ""
+                : cvf_cpu_subnormals_slow() ? ", at a microcode assist each (the dot tiles give way when A holds one)"
+                                            : ", at full speed on this vendor's cores");
 }
 
 cvf_cpu_isa cvf_cpu_isa_active(void)

@@ -46,6 +46,12 @@ bool cvf_cpu_bf16_dot_pays(void);
  * CVF_DEBUG=1 logs the choice. */
 bool cvf_cpu_kernels_daz(void);
 
+/* Whether an FMA with a subnormal operand costs this CPU a microcode assist, from the same known
+ * table: on x86 except AMD and Hygon (Zen cores execute them at full speed). Where it does and
+ * the kernels keep subnormals (cvf_cpu_kernels_daz false), the dot tiles, which meet a subnormal
+ * in any of 8 lanes of every vector, give way to the packed kernel when A holds one (gemm.c). */
+bool cvf_cpu_subnormals_slow(void);
+
 /* "generic", "avx2", "avx512", "avx512_bf16", "amx". */
 const char *cvf_cpu_isa_name(cvf_cpu_isa isa);
 
