@@ -487,19 +487,22 @@ static void test_large_shapes(const contexts *cx)
     cvf_context_destroy(all_cores);
 }
 
-/* A few tokens through a transposed f32 weight (the CPU's dot tiles, <= 16 rows): every row count
- * up to 16 and one past it, K long enough for several K blocks, and A's rows 2 KB and 4 KB apart
- * (K = 512, 1024: the tiles read a copy of A with its rows moved apart) as well as padded (read in
- * place); every epilogue in turn, on every thread count. */
+/* A few tokens through a transposed f32 weight (the CPU's dot tiles, <= 32 rows, run by the kernel
+ * in groups of 16): every row count up to 17, around the second group's end and one past the
+ * path's, K long enough for several K blocks, and A's rows 2 KB and 4 KB apart (K = 512, 1024: the
+ * tiles read a copy of A with its rows moved apart) as well as padded (read in place); every
+ * epilogue in turn, on every thread count. */
 static void test_token_rows(const contexts *cx)
 {
     static const int64_t ks[] = {512, 1024, 700};
     static const int64_t ns[] = {37, 64};
+    static const int64_t more_rows[] = {23, 31, 32, 33};
     uint64_t seed = 21000;
     int e = 0;
-    for (int64_t m = 1; m <= 17; m++)
+    for (int64_t r = 0; r < 17 + (int64_t)ARRAY_SIZE(more_rows); r++)
         for (size_t k = 0; k < ARRAY_SIZE(ks); k++)
             for (size_t n = 0; n < ARRAY_SIZE(ns); n++) {
+                int64_t m = r < 17 ? r + 1 : more_rows[r - 17];
                 unsigned layout = SUPPORT_B_TRANSPOSED | ((m + (int64_t)k) % 4 == 0 ? SUPPORT_INPUTS_PADDED : 0);
                 support_matmul_case c = support_make_matmul_case(m, ns[n], ks[k], &combos[0],
                                                                  epilogue_index(e++ % EPILOGUE_COUNT), layout, seed++);

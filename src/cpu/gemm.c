@@ -332,9 +332,11 @@ static void choose_splits(gemm_plan *plan)
 }
 
 /* The most rows of a product that the dot tiles take (kernels.h, cvf_cpu_dot_fn): the MLP's
- * tokens at S = 1..16. At S = 8, 8 x 3072 x 768 through W^T took 0.74 ms instead of 1.41 ms
- * packed (one thread, AVX2; PERF.md, issue 16). */
-#define DOT_MAX_ROWS 16
+ * tokens at S = 1..32 (the kernel runs them in groups of 16, the later groups finding the task's
+ * B rows in L1/L2). At S = 8, 8 x 3072 x 768 through W^T took 0.74 ms instead of 1.41 ms packed
+ * (one thread, AVX2); 17-32 rows through the ViT-B weights 0.68-1.08x OpenBLAS's time where
+ * packing took 0.95-1.49x (2 threads, Zen 1; PERF.md, issue 16). */
+#define DOT_MAX_ROWS 32
 _Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in the MR_MAX x NR_MAX tile");
 
 /*
