@@ -460,43 +460,56 @@ static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_
     return wrong;
 }
 
-/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64: every
- * m x n corner of 17 x NR (past MR, and past the 16 rows of one tile that the planner passes at
+/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64, for B in
+ * f32, f16 and bf16 (converted as it is loaded; the reference reads B's rounded values): every
+ * m x n corner of 33 x NR (past MR, and past the two groups of 16 rows that the planner passes at
  * most, as the contract allows), k around the 8-wide steps (1, odd, exact) and past the K blocks
  * (long, odd), rows of A and B at odd addresses and strides; C outside the corner must keep its
  * poison. */
-#define DOT_ROWS_MAX 17
+#define DOT_ROWS_MAX 33
 #define DOT_K_MAX 1031
 static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
 {
     if (!k->dot)
         return;
     static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255, 520, DOT_K_MAX};
+    static const cvf_dtype b_dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
     const int64_t rows = DOT_ROWS_MAX, lda = DOT_K_MAX + 3, ldb = DOT_K_MAX + 5, ldc = k->nr + LDC_EXTRA;
+    const int64_t b_count = k->nr * ldb + 1;
     cvft_rng rng = cvft_rng_make(seed);
     float *a = alloc_aligned(sizeof(float) * (size_t)(rows * lda + 1));
-    float *b = alloc_aligned(sizeof(float) * (size_t)(k->nr * ldb + 1));
+    float *b = alloc_aligned(sizeof(float) * (size_t)b_count);       /* B as the kernel reads it (f32) */
+    float *b_ref = alloc_aligned(sizeof(float) * (size_t)b_count);   /* B's values, for the reference */
+    uint16_t *b16 = alloc_aligned(sizeof(uint16_t) * (size_t)b_count); /* B as the kernel reads it (16-bit) */
     float *c = alloc_aligned(sizeof(float) * (size_t)(rows * ldc + 1));
-    if (!CHECK(a && b && c, "out of memory")) {
-        free(a), free(b), free(c);
+    if (!CHECK(a && b && b_ref && b16 && c, "out of memory")) {
+        free(a), free(b), free(b_ref), free(b16), free(c);
         return;
     }
     for (int64_t e = 0; e < rows * lda + 1; e++)
         a[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
-    for (int64_t e = 0; e < k->nr * ldb + 1; e++)
+    for (int64_t e = 0; e < b_count; e++)
         b[e] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
-    int failures = 0;
-    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
-        for (int64_t m = 1; m <= rows; m++)
-            for (int64_t n = 1; n <= k->nr; n++) {
-                for (int64_t e = 0; e < rows * ldc + 1; e++)
-                    c[e] = float_of(SUPPORT_POISON_F32);
-                k->dot(ks[t], a + 1, lda, m, b + 1, ldb, n, c + 1, ldc);
-                const corner_product prod = {a + 1, lda, b + 1, 1, ldb, ks[t], m, n};
-                failures += check_corner(k, "dot", &prod, c, rows * ldc + 1, ldc, failures);
-            }
-    CHECK(failures == 0, "%s dot: %d wrong elements", k->name, failures);
-    free(a), free(b), free(c);
+    for (size_t d = 0; d < sizeof b_dtypes / sizeof b_dtypes[0]; d++) {
+        cvf_dtype bt = b_dtypes[d];
+        for (int64_t e = 0; e < b_count; e++) {
+            b16[e] = bt == CVF_F16 ? cvf_f32_to_f16(b[e]) : cvf_f32_to_bf16(b[e]);
+            b_ref[e] = bt == CVF_F32 ? b[e] : bt == CVF_F16 ? cvf_f16_to_f32(b16[e]) : cvf_bf16_to_f32(b16[e]);
+        }
+        const void *b_in = bt == CVF_F32 ? (const void *)(b + 1) : (const void *)(b16 + 1);
+        int failures = 0;
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
+            for (int64_t m = 1; m <= rows; m++)
+                for (int64_t n = 1; n <= k->nr; n++) {
+                    for (int64_t e = 0; e < rows * ldc + 1; e++)
+                        c[e] = float_of(SUPPORT_POISON_F32);
+                    k->dot(ks[t], a + 1, lda, m, b_in, bt, ldb, n, c + 1, ldc);
+                    const corner_product prod = {a + 1, lda, b_ref + 1, 1, ldb, ks[t], m, n};
+                    failures += check_corner(k, "dot", &prod, c, rows * ldc + 1, ldc, failures);
+                }
+        CHECK(failures == 0, "%s dot, B %s: %d wrong elements", k->name, cvf_dtype_name(bt), failures);
+    }
+    free(a), free(b), free(b_ref), free(b16), free(c);
 }
 
 /* The direct kernel of kernels that have one (kernels.h, cvf_cpu_direct_fn) against float64:

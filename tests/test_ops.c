@@ -487,11 +487,12 @@ static void test_large_shapes(const contexts *cx)
     cvf_context_destroy(all_cores);
 }
 
-/* A few tokens through a transposed f32 weight (the CPU's dot tiles, <= 32 rows, run by the kernel
- * in groups of 16): every row count up to 17, around the second group's end and one past the
- * path's, K long enough for several K blocks, and A's rows 2 KB and 4 KB apart (K = 512, 1024: the
- * tiles read a copy of A with its rows moved apart) as well as padded (read in place); every
- * epilogue in turn, on every thread count. */
+/* A few tokens through a transposed weight (the CPU's dot tiles, <= 32 rows, run by the kernel in
+ * groups of 16; a 16-bit B converted as it is loaded, a 16-bit A copied converted): every row
+ * count up to 17, around the second group's end and one past the path's, K long enough for several
+ * K blocks, and A's rows 2 KB and 4 KB apart (K = 512, 1024: the tiles read a copy of A with its
+ * rows moved apart) as well as padded (read in place); every dtype combination, every epilogue in
+ * turn, on every thread count. */
 static void test_token_rows(const contexts *cx)
 {
     static const int64_t ks[] = {512, 1024, 700};
@@ -504,9 +505,11 @@ static void test_token_rows(const contexts *cx)
             for (size_t n = 0; n < ARRAY_SIZE(ns); n++) {
                 int64_t m = r < 17 ? r + 1 : more_rows[r - 17];
                 unsigned layout = SUPPORT_B_TRANSPOSED | ((m + (int64_t)k) % 4 == 0 ? SUPPORT_INPUTS_PADDED : 0);
-                support_matmul_case c = support_make_matmul_case(m, ns[n], ks[k], &combos[0],
-                                                                 epilogue_index(e++ % EPILOGUE_COUNT), layout, seed++);
-                run_matmul_case(cx, &c, CPU_ALL_VARIANTS);
+                for (size_t d = 0; d < ARRAY_SIZE(combos); d++) {
+                    support_matmul_case c = support_make_matmul_case(
+                        m, ns[n], ks[k], &combos[d], epilogue_index(e++ % EPILOGUE_COUNT), layout, seed++);
+                    run_matmul_case(cx, &c, CPU_ALL_VARIANTS);
+                }
             }
 }
 

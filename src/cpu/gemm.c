@@ -349,7 +349,8 @@ _Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in th
  */
 static int64_t dot_copy_stride(const cvf_matrix *a)
 {
-    if (a->rows < 2 || (a->row_stride * (int64_t)sizeof(float)) % 2048 != 0)
+    bool converted = a->dtype != CVF_F32; /* the tiles read fp32 A: a 16-bit A is copied converted */
+    if (!converted && (a->rows < 2 || (a->row_stride * (int64_t)sizeof(float)) % 2048 != 0))
         return 0;
     return (a->cols + 15) / 16 * 16 + 16; /* whole lines, and one line more */
 }
@@ -422,8 +423,9 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.direct = plan.kernel->direct && cfg->forced.kc == 0 && !plan.multi_pass && plan.splits == 1 && plan.k >= 1 &&
                   plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 && b->dtype == CVF_F32 &&
                   a->col_stride == 1 && b->col_stride == 1;
-    plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->dtype == CVF_F32 &&
-               b->dtype == CVF_F32 && a->col_stride == 1 && b->row_stride == 1 && b->col_stride != 1;
+    /* any dtypes: B (f32, f16, bf16) is converted as the tiles load it, A copied converted first */
+    plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->col_stride == 1 &&
+               b->row_stride == 1 && b->col_stride != 1;
     plan.dot_a_ld = plan.dot ? dot_copy_stride(a) : 0;
     /* f16 inputs never become subnormal fp32 values; the bf16 kernels flush in hardware */
     plan.daz = cfg->kernels_daz && plan.kernel->format == CVF_CPU_PACK_F32 &&
@@ -1463,13 +1465,13 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
     thread_layout layout = thread_scratch(plan);
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
-    const float *columns = (const float *)b->data + j0 * b->col_stride;
+    const char *columns = (const char *)b->data + j0 * b->col_stride * (int64_t)cvf_dtype_size(b->dtype);
     /* all rows at once (at most DOT_MAX_ROWS x NR: within the MR_MAX x NR_MAX tile), so that B's
      * columns are read once; finished an MR-row tile at a time (the bias-gradient partials' rows) */
     const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
     int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
     kernel_fp_mode mode = kernels_begin(job);
-    plan->kernel->dot(plan->k, a, lda, plan->m, columns, b->col_stride, n, tile, n);
+    plan->kernel->dot(plan->k, a, lda, plan->m, columns, b->dtype, b->col_stride, n, tile, n);
     kernels_end(job, mode);
     for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr)
         finish_tile(job, tile + i0 * n, n, i0, min64(plan->mr, plan->m - i0), j0, n, aux);
@@ -1521,16 +1523,37 @@ static void direct_task(void *arg, int64_t task, int32_t thread)
     }
 }
 
-/* True when the rows of the f32 matrix x (unit column stride) hold a subnormal. */
-static bool has_subnormal(const cvf_matrix *x)
+/* True when the rows x cols fp32 values at x (rows ld floats apart) hold a subnormal. */
+static bool has_subnormal(const float *x, int64_t rows, int64_t cols, int64_t ld)
 {
     uint32_t found = 0;
-    for (int64_t i = 0; i < x->rows; i++) {
-        const uint32_t *row = (const uint32_t *)((const float *)x->data + i * x->row_stride);
-        for (int64_t j = 0; j < x->cols; j++) /* exponent 0, mantissa not 0 */
+    for (int64_t i = 0; i < rows; i++) {
+        const uint32_t *row = (const uint32_t *)(x + i * ld);
+        for (int64_t j = 0; j < cols; j++) /* exponent 0, mantissa not 0 */
             found |= (uint32_t)((row[j] & 0x7F800000u) == 0 && (row[j] & 0x007FFFFFu) != 0);
     }
     return found != 0;
+}
+
+/* The dot tiles' fp32 A: a's rows copied (converted from 16 bits, or moved apart) where the plan
+ * says so (dot_copy_stride), else a itself; *ld gets its row stride. */
+static const float *dot_operand_a(const gemm_job *job, int64_t *ld)
+{
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *a = job->a;
+    if (plan->dot_a_ld == 0) {
+        *ld = a->row_stride;
+        return a->data;
+    }
+    float *copy = (float *)(job->workspace + plan->off_dot_a);
+    for (int64_t i = 0; i < plan->m; i++) {
+        if (a->dtype == CVF_F32)
+            memcpy(copy + i * plan->dot_a_ld, (const float *)a->data + i * a->row_stride, sizeof(float) * (size_t)plan->k);
+        else
+            cvf_cpu_load_run(a->data, a->dtype, i * a->row_stride, 1, plan->k, copy + i * plan->dot_a_ld);
+    }
+    *ld = plan->dot_a_ld;
+    return copy;
 }
 
 /* All of K on the pool. */
@@ -1640,13 +1663,15 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
      * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ, or on cores without
      * assists (plan.scan_a false), they cost nothing and A is not scanned (the scan costs under 1%
      * of the product). */
+    bool dot = plan->dot;
+    if (dot) {
+        int64_t ld;
+        const float *a32 = dot_operand_a(&job, &ld); /* copied (converted) where the plan says so */
+        dot = !plan->scan_a || !has_subnormal(a32, plan->m, plan->k, ld);
+    }
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
-    } else if (plan->dot && (!plan->scan_a || !has_subnormal(a))) {
-        if (plan->dot_a_ld > 0) /* A's rows moved off the L1 sets they shared (dot_copy_stride) */
-            for (int64_t i = 0; i < plan->m; i++)
-                memcpy((float *)(job.workspace + plan->off_dot_a) + i * plan->dot_a_ld,
-                       (const float *)a->data + i * a->row_stride, sizeof(float) * (size_t)plan->k);
+    } else if (dot) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
     } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);

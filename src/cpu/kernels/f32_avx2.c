@@ -428,34 +428,72 @@ typedef struct dot_sums {
     __m256 s[4][4];
 } dot_sums;
 
+/* Bytes of one element of a B of dtype bt (f32, f16 or bf16). */
+static inline __attribute__((always_inline)) int64_t b_size(cvf_dtype bt)
+{
+    return bt == CVF_F32 ? 4 : 2;
+}
+
+/* Elements p .. p + 7 of the B row at row, as fp32 (f16 through F16C, bf16 by a 16-bit shift:
+ * both exact). */
+static inline __attribute__((always_inline)) __m256 load_b8(const void *row, int64_t p, cvf_dtype bt)
+{
+    if (bt == CVF_F32)
+        return _mm256_loadu_ps((const float *)row + p);
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + p));
+    if (bt == CVF_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Elements p .. p + count - 1 (count in 1..7) of the B row at row as fp32, zeros after; reads
+ * nothing beyond. */
+static inline __attribute__((always_inline)) __m256 load_b_tail(const void *row, int64_t p, int64_t count,
+                                                                 cvf_dtype bt)
+{
+    if (bt == CVF_F32)
+        return _mm256_maskload_ps((const float *)row + p, lane_mask(count));
+    uint16_t buf[8] = {0};
+    memcpy(buf, (const uint16_t *)row + p, (size_t)count * sizeof(uint16_t));
+    return load_b8(buf, 0, bt);
+}
+
+/* Asks for the cache line holding element p of the B row at row. */
+static inline __attribute__((always_inline)) void prefetch_b(const void *row, int64_t p, cvf_dtype bt)
+{
+    _mm_prefetch((const char *)row + p * b_size(bt), _MM_HINT_T0);
+}
+
 /* Adds to *sums the products of two A rows and four B rows (any of them repeated by the caller
  * past an edge) over k = p .. end - 1, 8 values at a time; a last partial step (end - p not a
  * multiple of 8: the product's end) through masked loads. With next, asks for the same lines of
- * the next four B rows. The sums stay in registers for the whole range. */
+ * the next four B rows. The sums stay in registers for the whole range. B is of dtype bt, A fp32. */
 static inline __attribute__((always_inline)) void dot_2x4(int64_t p, int64_t end, const float *const a[2],
-                                                          const float *const b[4], const float *const next[4],
-                                                          dot_sums *sums)
+                                                          const void *const b[4], const void *const next[4],
+                                                          dot_sums *sums, cvf_dtype bt)
 {
     __m256 s00 = sums->s[0][0], s01 = sums->s[0][1], s02 = sums->s[0][2], s03 = sums->s[0][3];
     __m256 s10 = sums->s[1][0], s11 = sums->s[1][1], s12 = sums->s[1][2], s13 = sums->s[1][3];
-    const float *a0 = a[0], *a1 = a[1], *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
+    const float *a0 = a[0], *a1 = a[1];
+    const void *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
     for (; p + 8 <= end; p += 8) {
         if (next && (p & 15) == 0) /* the same line of the next four B rows */
             for (int j = 0; j < 4; j++)
-                _mm_prefetch((const char *)(next[j] + p), _MM_HINT_T0);
+                prefetch_b(next[j], p, bt);
         __m256 x0 = _mm256_loadu_ps(a0 + p), x1 = _mm256_loadu_ps(a1 + p), y;
-        y = _mm256_loadu_ps(b0 + p), s00 = _mm256_fmadd_ps(x0, y, s00), s10 = _mm256_fmadd_ps(x1, y, s10);
-        y = _mm256_loadu_ps(b1 + p), s01 = _mm256_fmadd_ps(x0, y, s01), s11 = _mm256_fmadd_ps(x1, y, s11);
-        y = _mm256_loadu_ps(b2 + p), s02 = _mm256_fmadd_ps(x0, y, s02), s12 = _mm256_fmadd_ps(x1, y, s12);
-        y = _mm256_loadu_ps(b3 + p), s03 = _mm256_fmadd_ps(x0, y, s03), s13 = _mm256_fmadd_ps(x1, y, s13);
+        y = load_b8(b0, p, bt), s00 = _mm256_fmadd_ps(x0, y, s00), s10 = _mm256_fmadd_ps(x1, y, s10);
+        y = load_b8(b1, p, bt), s01 = _mm256_fmadd_ps(x0, y, s01), s11 = _mm256_fmadd_ps(x1, y, s11);
+        y = load_b8(b2, p, bt), s02 = _mm256_fmadd_ps(x0, y, s02), s12 = _mm256_fmadd_ps(x1, y, s12);
+        y = load_b8(b3, p, bt), s03 = _mm256_fmadd_ps(x0, y, s03), s13 = _mm256_fmadd_ps(x1, y, s13);
     }
     if (p < end) {
-        __m256i mask = lane_mask(end - p);
+        int64_t count = end - p;
+        __m256i mask = lane_mask(count);
         __m256 x0 = _mm256_maskload_ps(a0 + p, mask), x1 = _mm256_maskload_ps(a1 + p, mask), y;
-        y = _mm256_maskload_ps(b0 + p, mask), s00 = _mm256_fmadd_ps(x0, y, s00), s10 = _mm256_fmadd_ps(x1, y, s10);
-        y = _mm256_maskload_ps(b1 + p, mask), s01 = _mm256_fmadd_ps(x0, y, s01), s11 = _mm256_fmadd_ps(x1, y, s11);
-        y = _mm256_maskload_ps(b2 + p, mask), s02 = _mm256_fmadd_ps(x0, y, s02), s12 = _mm256_fmadd_ps(x1, y, s12);
-        y = _mm256_maskload_ps(b3 + p, mask), s03 = _mm256_fmadd_ps(x0, y, s03), s13 = _mm256_fmadd_ps(x1, y, s13);
+        y = load_b_tail(b0, p, count, bt), s00 = _mm256_fmadd_ps(x0, y, s00), s10 = _mm256_fmadd_ps(x1, y, s10);
+        y = load_b_tail(b1, p, count, bt), s01 = _mm256_fmadd_ps(x0, y, s01), s11 = _mm256_fmadd_ps(x1, y, s11);
+        y = load_b_tail(b2, p, count, bt), s02 = _mm256_fmadd_ps(x0, y, s02), s12 = _mm256_fmadd_ps(x1, y, s12);
+        y = load_b_tail(b3, p, count, bt), s03 = _mm256_fmadd_ps(x0, y, s03), s13 = _mm256_fmadd_ps(x1, y, s13);
     }
     sums->s[0][0] = s00, sums->s[0][1] = s01, sums->s[0][2] = s02, sums->s[0][3] = s03;
     sums->s[1][0] = s10, sums->s[1][1] = s11, sums->s[1][2] = s12, sums->s[1][3] = s13;
@@ -465,19 +503,20 @@ static inline __attribute__((always_inline)) void dot_2x4(int64_t p, int64_t end
  * on their 4-cycle latency: 68% of a core's peak in L1 against 86% for these) and 7 loads per 12
  * FMAs instead of 6 per 8. */
 static inline __attribute__((always_inline)) void dot_4x3(int64_t p, int64_t end, const float *const a[4],
-                                                          const float *const b[3], const float *const next[3],
-                                                          dot_sums *sums)
+                                                          const void *const b[3], const void *const next[3],
+                                                          dot_sums *sums, cvf_dtype bt)
 {
     __m256 s00 = sums->s[0][0], s01 = sums->s[0][1], s02 = sums->s[0][2];
     __m256 s10 = sums->s[1][0], s11 = sums->s[1][1], s12 = sums->s[1][2];
     __m256 s20 = sums->s[2][0], s21 = sums->s[2][1], s22 = sums->s[2][2];
     __m256 s30 = sums->s[3][0], s31 = sums->s[3][1], s32 = sums->s[3][2];
-    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *b0 = b[0], *b1 = b[1], *b2 = b[2];
+    const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
+    const void *b0 = b[0], *b1 = b[1], *b2 = b[2];
     for (; p + 8 <= end; p += 8) {
         if (next && (p & 15) == 0) /* the same line of the next three B rows */
             for (int j = 0; j < 3; j++)
-                _mm_prefetch((const char *)(next[j] + p), _MM_HINT_T0);
-        __m256 y0 = _mm256_loadu_ps(b0 + p), y1 = _mm256_loadu_ps(b1 + p), y2 = _mm256_loadu_ps(b2 + p), x;
+                prefetch_b(next[j], p, bt);
+        __m256 y0 = load_b8(b0, p, bt), y1 = load_b8(b1, p, bt), y2 = load_b8(b2, p, bt), x;
         x = _mm256_loadu_ps(a0 + p);
         s00 = _mm256_fmadd_ps(x, y0, s00), s01 = _mm256_fmadd_ps(x, y1, s01), s02 = _mm256_fmadd_ps(x, y2, s02);
         x = _mm256_loadu_ps(a1 + p);
@@ -488,9 +527,10 @@ static inline __attribute__((always_inline)) void dot_4x3(int64_t p, int64_t end
         s30 = _mm256_fmadd_ps(x, y0, s30), s31 = _mm256_fmadd_ps(x, y1, s31), s32 = _mm256_fmadd_ps(x, y2, s32);
     }
     if (p < end) {
-        __m256i mask = lane_mask(end - p);
-        __m256 y0 = _mm256_maskload_ps(b0 + p, mask), y1 = _mm256_maskload_ps(b1 + p, mask),
-               y2 = _mm256_maskload_ps(b2 + p, mask), x;
+        int64_t count = end - p;
+        __m256i mask = lane_mask(count);
+        __m256 y0 = load_b_tail(b0, p, count, bt), y1 = load_b_tail(b1, p, count, bt),
+               y2 = load_b_tail(b2, p, count, bt), x;
         x = _mm256_maskload_ps(a0 + p, mask);
         s00 = _mm256_fmadd_ps(x, y0, s00), s01 = _mm256_fmadd_ps(x, y1, s01), s02 = _mm256_fmadd_ps(x, y2, s02);
         x = _mm256_maskload_ps(a1 + p, mask);
@@ -506,8 +546,9 @@ static inline __attribute__((always_inline)) void dot_4x3(int64_t p, int64_t end
     sums->s[3][0] = s30, sums->s[3][1] = s31, sums->s[3][2] = s32;
 }
 
-/* The most A rows and B rows one blocked dot tile takes (the planner's 16 tokens by the AVX2
- * kernel's NR); larger m or n (the AVX-512 level's NR of 32 calls this code too) run as several. */
+/* The most A rows and B rows one blocked dot tile takes (16 tokens by the AVX2 kernel's NR);
+ * larger m or n (the planner's up to 32 tokens; the AVX-512 level's NR of 32 calls this code too)
+ * run as several. */
 #define DOT_ROWS 16
 #define DOT_COLS 16
 
@@ -527,11 +568,20 @@ static inline void zero_sums(dot_sums *sums)
             sums->s[i][j] = _mm256_setzero_ps();
 }
 
-/* Pointers to `count` rows of x (ld floats apart) from row `first`, a row past `last` repeating it. */
+/* Pointers to `count` rows of the fp32 x (ld floats apart) from row `first`, a row past `last`
+ * repeating it. */
 static inline void row_group(const float *x, int64_t ld, int64_t first, int64_t last, int count, const float **rows)
 {
     for (int r = 0; r < count; r++)
         rows[r] = x + (first + r <= last ? first + r : last) * ld;
+}
+
+/* The same for B, ld elements of `size` bytes apart. */
+static inline void b_row_group(const void *x, int64_t ld, int64_t size, int64_t first, int64_t last, int count,
+                               const void **rows)
+{
+    for (int r = 0; r < count; r++)
+        rows[r] = (const char *)x + (first + r <= last ? first + r : last) * ld * size;
 }
 
 /* Writes the sums of a rows x cols group at (i0, j0) of c, within its m x n corner. */
@@ -548,51 +598,54 @@ static void store_group(const dot_sums *sums, int rows, int cols, float *c, int6
 
 /*
  * c[i * ldc + j] = the dot products of A rows i < m <= DOT_ROWS and B rows j < n <= DOT_COLS over
- * k. Rows go in groups of four through dot_4x3 while three or more are left (a third row's group
- * repeats its last row), the last one or two through dot_2x4; B rows in threes and fours for them
- * (a partial group repeats its last row). K goes in blocks (dot_block_depth): each block's slices
- * come from memory once and are reused from L1 (the unblocked tile read all of A again for every
- * four B rows, from L2: 35-45 GFLOP/s on a core at 16 rows). The lanes' sums carry from block to
- * block in memory, so every lane adds the same products in the same order as one pass over k.
+ * k, B of dtype bt (converted to fp32 as it is loaded). Rows go in groups of four through dot_4x3
+ * while three or more are left (a third row's group repeats its last row), the last one or two
+ * through dot_2x4; B rows in threes and fours for them (a partial group repeats its last row). K
+ * goes in blocks (dot_block_depth): each block's slices come from memory once and are reused from
+ * L1 (the unblocked tile read all of A again for every four B rows, from L2: 35-45 GFLOP/s on a
+ * core at 16 rows). The lanes' sums carry from block to block in memory, so every lane adds the
+ * same products in the same order as one pass over k.
  */
-static void dot_tile(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
-                     float *c, int64_t ldc)
+static inline __attribute__((always_inline)) void dot_tile(int64_t k, const float *a, int64_t lda, int64_t m,
+                                                           const void *b, cvf_dtype bt, int64_t ldb, int64_t n,
+                                                           float *c, int64_t ldc)
 {
     int64_t quads = m / 4 + (m % 4 == 3), pair_row = 4 * quads; /* rows pair_row.. (1 or 2) in a pair */
     bool pair = pair_row < m;
-    int64_t triples = (n + 2) / 3, fours = (n + 3) / 4, depth = dot_block_depth(m, n);
-    const float *rows4[DOT_ROWS / 4][4], *rows2[2], *cols3[(DOT_COLS + 2) / 3][3], *cols4[DOT_COLS / 4][4];
+    int64_t triples = (n + 2) / 3, fours = (n + 3) / 4, depth = dot_block_depth(m, n), size = b_size(bt);
+    const float *rows4[DOT_ROWS / 4][4], *rows2[2];
+    const void *cols3[(DOT_COLS + 2) / 3][3], *cols4[DOT_COLS / 4][4];
     for (int64_t i = 0; i < quads; i++)
         row_group(a, lda, 4 * i, m - 1, 4, rows4[i]);
     row_group(a, lda, pair_row < m ? pair_row : m - 1, m - 1, 2, rows2); /* used only with pair */
     for (int64_t q = 0; q < triples; q++)
-        row_group(b, ldb, 3 * q, n - 1, 3, cols3[q]);
+        b_row_group(b, ldb, size, 3 * q, n - 1, 3, cols3[q]);
     for (int64_t q = 0; q < fours; q++)
-        row_group(b, ldb, 4 * q, n - 1, 4, cols4[q]);
+        b_row_group(b, ldb, size, 4 * q, n - 1, 4, cols4[q]);
     dot_sums sums4[DOT_ROWS / 4][(DOT_COLS + 2) / 3], sums2[DOT_COLS / 4];
     for (int64_t i = 0; i < quads; i++) /* only the groups in use (the arrays are 14 KB) */
         for (int64_t q = 0; q < triples; q++)
             zero_sums(&sums4[i][q]);
     for (int64_t q = 0; pair && q < fours; q++)
         zero_sums(&sums2[q]);
-    const float *ahead3[3], *ahead4[4]; /* the first B rows one block on: the next block's slices */
+    const void *ahead3[3], *ahead4[4]; /* the first B rows one block on: the next block's slices */
     for (int j = 0; j < 3; j++)
-        ahead3[j] = cols3[0][j] + depth;
+        ahead3[j] = (const char *)cols3[0][j] + depth * size;
     for (int j = 0; j < 4; j++)
-        ahead4[j] = cols4[0][j] + depth;
+        ahead4[j] = (const char *)cols4[0][j] + depth * size;
     /* the first row group streams the B slices from memory: it asks for the next group of B rows'
      * (the hardware prefetchers, each row a short stream, left loads waiting on DRAM: 3x slower than
      * OpenBLAS when the weights were not in cache), the last group for the next block's first */
     for (int64_t p0 = 0; p0 < k; p0 += depth) {
         int64_t end = k - p0 < depth ? k : p0 + depth;
         for (int64_t q = 0; q < triples; q++) {
-            const float *const *next = q + 1 < triples ? cols3[q + 1] : end < k ? ahead3 : NULL;
+            const void *const *next = q + 1 < triples ? cols3[q + 1] : end < k ? ahead3 : NULL;
             for (int64_t i = 0; i < quads; i++)
-                dot_4x3(p0, end, rows4[i], cols3[q], i == 0 ? next : NULL, &sums4[i][q]);
+                dot_4x3(p0, end, rows4[i], cols3[q], i == 0 ? next : NULL, &sums4[i][q], bt);
         }
         for (int64_t q = 0; pair && q < fours; q++) { /* B's slices in L1 already when quads ran */
-            const float *const *next = quads > 0 ? NULL : q + 1 < fours ? cols4[q + 1] : end < k ? ahead4 : NULL;
-            dot_2x4(p0, end, rows2, cols4[q], next, &sums2[q]);
+            const void *const *next = quads > 0 ? NULL : q + 1 < fours ? cols4[q + 1] : end < k ? ahead4 : NULL;
+            dot_2x4(p0, end, rows2, cols4[q], next, &sums2[q], bt);
         }
     }
     for (int64_t i = 0; i < quads; i++)
@@ -602,13 +655,45 @@ static void dot_tile(int64_t k, const float *a, int64_t lda, int64_t m, const fl
         store_group(&sums2[q], 2, 4, c, ldc, pair_row, 4 * q, m, n);
 }
 
-void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
-                          float *c, int64_t ldc)
+/* dot_tile over all of an m x n product for one B dtype (a specialisation each: the loads'
+ * conversion is decided at compile time). */
+static inline __attribute__((always_inline)) void dot_all(int64_t k, const float *a, int64_t lda, int64_t m,
+                                                          const void *b, cvf_dtype bt, int64_t ldb, int64_t n,
+                                                          float *c, int64_t ldc)
 {
     for (int64_t i0 = 0; i0 < m; i0 += DOT_ROWS)
         for (int64_t j0 = 0; j0 < n; j0 += DOT_COLS)
-            dot_tile(k, a + i0 * lda, lda, m - i0 < DOT_ROWS ? m - i0 : DOT_ROWS, b + j0 * ldb, ldb,
-                     n - j0 < DOT_COLS ? n - j0 : DOT_COLS, c + i0 * ldc + j0, ldc);
+            dot_tile(k, a + i0 * lda, lda, m - i0 < DOT_ROWS ? m - i0 : DOT_ROWS,
+                     (const char *)b + j0 * ldb * b_size(bt), bt, ldb, n - j0 < DOT_COLS ? n - j0 : DOT_COLS,
+                     c + i0 * ldc + j0, ldc);
+}
+
+static void dot_f32(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, int64_t ldb, int64_t n, float *c,
+                    int64_t ldc)
+{
+    dot_all(k, a, lda, m, b, CVF_F32, ldb, n, c, ldc);
+}
+
+static void dot_f16(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, int64_t ldb, int64_t n, float *c,
+                    int64_t ldc)
+{
+    dot_all(k, a, lda, m, b, CVF_F16, ldb, n, c, ldc);
+}
+
+static void dot_bf16(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, int64_t ldb, int64_t n,
+                     float *c, int64_t ldc)
+{
+    dot_all(k, a, lda, m, b, CVF_BF16, ldb, n, c, ldc);
+}
+
+void cvf_cpu_dot_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype, int64_t ldb,
+                      int64_t n, float *c, int64_t ldc)
+{
+    switch (b_dtype) {
+    case CVF_F16: dot_f16(k, a, lda, m, b, ldb, n, c, ldc); break;
+    case CVF_BF16: dot_bf16(k, a, lda, m, b, ldb, n, c, ldc); break;
+    default: dot_f32(k, a, lda, m, b, ldb, n, c, ldc); break;
+    }
 }
 
 #else

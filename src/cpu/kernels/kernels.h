@@ -101,8 +101,9 @@ typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, i
  * A tile of dot products, for products too short in M for packing B to pay (a few tokens through
  * a PyTorch Linear weight, read as W^T: B's columns contiguous), with A and B read in place:
  *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[j * ldb + p]     (i < m, j < n)
- * fp32 everything, any alignment, any m, n >= 1 (the planner passes up to 16 rows, a product's
- * tokens, by NR columns), k >= 1; nothing but the m x n corner is written.
+ * A and C fp32, B of b_dtype (f32, f16 or bf16: converted to fp32 exactly as it is loaded), any
+ * alignment, any m, n >= 1 (the planner passes up to 32 rows, a product's tokens, by NR
+ * columns), k >= 1; nothing but the m x n corner is written.
  */
 /*
  * The MR x NR tile of fp32 A and B read in place, for products too small for packing to pay:
@@ -114,8 +115,8 @@ typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, i
 typedef void (*cvf_cpu_direct_fn)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                                   const cvf_cpu_fused_store *out, int64_t m, int64_t n);
 
-typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb,
-                               int64_t n, float *c, int64_t ldc);
+typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
+                               int64_t ldb, int64_t n, float *c, int64_t ldc);
 
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
@@ -167,8 +168,8 @@ void cvf_cpu_direct_f32_avx2(int64_t k, const float *a, int64_t lda, const float
                              const cvf_cpu_fused_store *out, int64_t m, int64_t n);
 void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                                const cvf_cpu_fused_store *out, int64_t m, int64_t n);
-void cvf_cpu_dot_f32_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const float *b, int64_t ldb, int64_t n,
-                          float *c, int64_t ldc);
+void cvf_cpu_dot_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype, int64_t ldb,
+                      int64_t n, float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
 void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
