@@ -433,7 +433,7 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* subnormals in A send the dot tiles to microcode assists only where the CPU has them and the
      * kernels keep subnormals: on a Zen core the scan would turn the MLP forward's fc2 at a few
      * tokens (GELU outputs near -10 are subnormal) to the packed kernel for nothing, 2x slower */
-    plan.scan_a = plan.dot && !plan.daz && cfg->subnormals_slow;
+    plan.scan_a = plan.dot && !plan.daz && cfg->subnormals_slow && a->dtype != CVF_F16; /* f16: never */
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
@@ -1527,11 +1527,12 @@ static void direct_task(void *arg, int64_t task, int32_t thread)
 static bool has_subnormal(const float *x, int64_t rows, int64_t cols, int64_t ld)
 {
     uint32_t found = 0;
-    for (int64_t i = 0; i < rows; i++) {
-        const uint32_t *row = (const uint32_t *)(x + i * ld);
-        for (int64_t j = 0; j < cols; j++) /* exponent 0, mantissa not 0 */
-            found |= (uint32_t)((row[j] & 0x7F800000u) == 0 && (row[j] & 0x007FFFFFu) != 0);
-    }
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++) { /* exponent 0, mantissa not 0 */
+            uint32_t bits;
+            memcpy(&bits, x + i * ld + j, sizeof bits);
+            found |= (uint32_t)((bits & 0x7F800000u) == 0 && (bits & 0x007FFFFFu) != 0);
+        }
     return found != 0;
 }
 

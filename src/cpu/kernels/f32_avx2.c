@@ -477,7 +477,7 @@ static inline __attribute__((always_inline)) void dot_2x4(int64_t p, int64_t end
     const float *a0 = a[0], *a1 = a[1];
     const void *b0 = b[0], *b1 = b[1], *b2 = b[2], *b3 = b[3];
     for (; p + 8 <= end; p += 8) {
-        if (next && (p & 15) == 0) /* the same line of the next four B rows */
+        if (next && ((p * b_size(bt)) & 63) == 0) /* the same line of the next four B rows */
             for (int j = 0; j < 4; j++)
                 prefetch_b(next[j], p, bt);
         __m256 x0 = _mm256_loadu_ps(a0 + p), x1 = _mm256_loadu_ps(a1 + p), y;
@@ -513,7 +513,7 @@ static inline __attribute__((always_inline)) void dot_4x3(int64_t p, int64_t end
     const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3];
     const void *b0 = b[0], *b1 = b[1], *b2 = b[2];
     for (; p + 8 <= end; p += 8) {
-        if (next && (p & 15) == 0) /* the same line of the next three B rows */
+        if (next && ((p * b_size(bt)) & 63) == 0) /* the same line of the next three B rows */
             for (int j = 0; j < 3; j++)
                 prefetch_b(next[j], p, bt);
         __m256 y0 = load_b8(b0, p, bt), y1 = load_b8(b1, p, bt), y2 = load_b8(b2, p, bt), x;
@@ -552,11 +552,12 @@ static inline __attribute__((always_inline)) void dot_4x3(int64_t p, int64_t end
 #define DOT_ROWS 16
 #define DOT_COLS 16
 
-/* k values per block: the block's slices of the tile's m + n rows (4 bytes each) fit in about
- * 20 KB, so that while every group of A rows meets every group of B rows they are read from L1. */
-static int64_t dot_block_depth(int64_t m, int64_t n)
+/* k values per block: the block's slices of the tile's m rows of A (4 bytes a value) and n rows of
+ * B (size bytes a value) fit in about 20 KB, so that while every group of A rows meets every group
+ * of B rows they are read from L1. */
+static int64_t dot_block_depth(int64_t m, int64_t n, int64_t size)
 {
-    int64_t depth = 20 * 1024 / 4 / (m + n) / 8 * 8;
+    int64_t depth = 20 * 1024 / (4 * m + size * n) / 8 * 8;
     return depth < 64 ? 64 : depth;
 }
 
@@ -612,7 +613,7 @@ static inline __attribute__((always_inline)) void dot_tile(int64_t k, const floa
 {
     int64_t quads = m / 4 + (m % 4 == 3), pair_row = 4 * quads; /* rows pair_row.. (1 or 2) in a pair */
     bool pair = pair_row < m;
-    int64_t triples = (n + 2) / 3, fours = (n + 3) / 4, depth = dot_block_depth(m, n), size = b_size(bt);
+    int64_t triples = (n + 2) / 3, fours = (n + 3) / 4, size = b_size(bt), depth = dot_block_depth(m, n, size);
     const float *rows4[DOT_ROWS / 4][4], *rows2[2];
     const void *cols3[(DOT_COLS + 2) / 3][3], *cols4[DOT_COLS / 4][4];
     for (int64_t i = 0; i < quads; i++)
