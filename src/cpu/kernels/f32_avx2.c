@@ -246,7 +246,7 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a_panel, const void *
 {
     tile acc;
     int64_t size = out->dtype == CVF_F32 ? 4 : 2;
-    prefetch_c((const char *)out->c, out->ldc * size, m, n * size);
+    prefetch_c((const char *)out->c, m > 1 ? out->ldc * size : 0, m, n * size); /* one row: any ldc, unused */
     tile_product(kc, a_panel, b_panel, &acc);
     switch (out->dtype) {
     case CVF_F16: store_fused(&acc, out, CVF_F16, m, n); break;
@@ -342,7 +342,7 @@ void cvf_cpu_direct_f32_avx2(int64_t k, const float *a, int64_t lda, const float
 {
     tile acc;
     int64_t size = out->dtype == CVF_F32 ? 4 : 2;
-    prefetch_c((const char *)out->c, out->ldc * size, m, n * size);
+    prefetch_c((const char *)out->c, m > 1 ? out->ldc * size : 0, m, n * size); /* one row: any ldc, unused */
     tile_product_direct(k, a, lda, b, ldb, &acc);
     switch (out->dtype) {
     case CVF_F16: store_fused(&acc, out, CVF_F16, m, n); break;
