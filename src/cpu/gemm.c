@@ -1547,12 +1547,8 @@ static const float *dot_operand_a(const gemm_job *job, int64_t *ld)
         return a->data;
     }
     float *copy = (float *)(job->workspace + plan->off_dot_a);
-    for (int64_t i = 0; i < plan->m; i++) {
-        if (a->dtype == CVF_F32)
-            memcpy(copy + i * plan->dot_a_ld, (const float *)a->data + i * a->row_stride, sizeof(float) * (size_t)plan->k);
-        else
-            cvf_cpu_load_run(a->data, a->dtype, i * a->row_stride, 1, plan->k, copy + i * plan->dot_a_ld);
-    }
+    for (int64_t i = 0; i < plan->m; i++) /* the level's vector load: a copy for f32, else converted */
+        cvf_cpu_load_run(a->data, a->dtype, i * a->row_stride, 1, plan->k, copy + i * plan->dot_a_ld);
     *ld = plan->dot_a_ld;
     return copy;
 }
