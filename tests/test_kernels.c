@@ -460,22 +460,30 @@ static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_
     return wrong;
 }
 
-/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn) against float64, for B in
- * f32, f16 and bf16 (converted as it is loaded; the reference reads B's rounded values): every
- * m x n corner of 33 x NR (past MR, and past the two groups of 16 rows that the planner passes at
- * most, as the contract allows), k around the 8-wide steps (1, odd, exact) and past the K blocks
- * (long, odd), rows of A and B at odd addresses and strides; C outside the corner must keep its
- * poison. */
+/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn), B^T, and their row tiles
+ * (cvf_cpu_rows_fn), B row-major, against float64, for B in f32, f16 and bf16 (converted as it is
+ * loaded; the reference reads B's rounded values). The dot tiles: every m x n corner of 33 x NR
+ * (past MR, and past the two groups of 16 rows that the planner passes at most, as the contract
+ * allows). The row tiles (16 columns a chunk, 6 rows a group, the planner's 2 NR columns a call):
+ * widths 1-17, 23 and 2 NR, rows 1-13 and around the later groups. K around the 8-wide steps (1,
+ * odd, exact) and past the K blocks (long, odd), rows of A and B at odd addresses and strides; C
+ * outside the corner must keep its poison. */
 #define DOT_ROWS_MAX 33
 #define DOT_K_MAX 1031
-static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
+static void test_tiles(const cvf_cpu_kernel *k, bool row_major, uint64_t seed)
 {
-    if (!k->dot)
+    cvf_cpu_dot_fn tiles = row_major ? k->rows : k->dot;
+    if (!tiles)
         return;
     static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255, 520, DOT_K_MAX};
     static const cvf_dtype b_dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
-    const int64_t rows = DOT_ROWS_MAX, lda = DOT_K_MAX + 3, ldb = DOT_K_MAX + 5, ldc = k->nr + LDC_EXTRA;
-    const int64_t b_count = k->nr * ldb + 1;
+    static const int64_t more_rows[] = {17, 18, 19, 24, 31, 33};
+    const int64_t widest = row_major ? 2 * k->nr : k->nr;
+    /* B^T: NR rows of K (ldb apart); row-major B: K rows of 2 NR columns (ldb apart) */
+    const int64_t rows = DOT_ROWS_MAX, lda = DOT_K_MAX + 3, ldb = row_major ? widest + 5 : DOT_K_MAX + 5,
+                  ldc = widest + LDC_EXTRA;
+    const int64_t b_count = (row_major ? DOT_K_MAX : k->nr) * ldb + 1;
+    const char *what = row_major ? "row tiles" : "dot";
     cvft_rng rng = cvft_rng_make(seed);
     float *a = alloc_aligned(sizeof(float) * (size_t)(rows * lda + 1));
     float *b = alloc_aligned(sizeof(float) * (size_t)b_count);       /* B as the kernel reads it (f32) */
@@ -499,15 +507,21 @@ static void test_dot(const cvf_cpu_kernel *k, uint64_t seed)
         const void *b_in = bt == CVF_F32 ? (const void *)(b + 1) : (const void *)(b16 + 1);
         int failures = 0;
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
-            for (int64_t m = 1; m <= rows; m++)
-                for (int64_t n = 1; n <= k->nr; n++) {
+            for (int64_t mi = 0; mi < rows; mi++) {
+                /* the row tiles: 1-13 and more_rows; the dot tiles: every count */
+                int64_t m = !row_major ? mi + 1 : mi < 13 ? mi + 1 : mi - 13 < 6 ? more_rows[mi - 13] : 0;
+                for (int64_t n = 1; m > 0 && n <= widest; n++) {
+                    if (row_major && n > 17 && n != 23 && n != widest)
+                        continue;
                     for (int64_t e = 0; e < rows * ldc + 1; e++)
                         c[e] = float_of(SUPPORT_POISON_F32);
-                    k->dot(ks[t], a + 1, lda, m, b_in, bt, ldb, n, c + 1, ldc);
-                    const corner_product prod = {a + 1, lda, b_ref + 1, 1, ldb, ks[t], m, n};
-                    failures += check_corner(k, "dot", &prod, c, rows * ldc + 1, ldc, failures);
+                    tiles(ks[t], a + 1, lda, m, b_in, bt, ldb, n, c + 1, ldc);
+                    const corner_product prod = {a + 1, lda, b_ref + 1, row_major ? ldb : 1, row_major ? 1 : ldb,
+                                                 ks[t], m, n};
+                    failures += check_corner(k, what, &prod, c, rows * ldc + 1, ldc, failures);
                 }
-        CHECK(failures == 0, "%s dot, B %s: %d wrong elements", k->name, cvf_dtype_name(bt), failures);
+            }
+        CHECK(failures == 0, "%s %s, B %s: %d wrong elements", k->name, what, cvf_dtype_name(bt), failures);
     }
     free(a), free(b), free(b_ref), free(b16), free(c);
 }
@@ -574,7 +588,8 @@ int main(void)
                 test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
                 test_fused_store(k, 0xF05Eu + (uint64_t)level);
                 test_interleave(k, 0x1A7Eu + (uint64_t)level);
-                test_dot(k, 0xD07u + (uint64_t)level);
+                test_tiles(k, false, 0xD07u + (uint64_t)level);
+                test_tiles(k, true, 0x2D07u + (uint64_t)level);
                 test_direct(k, 0xD12Eu + (uint64_t)level);
             }
         }

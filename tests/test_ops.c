@@ -487,8 +487,9 @@ static void test_large_shapes(const contexts *cx)
     cvf_context_destroy(all_cores);
 }
 
-/* A few tokens through a transposed weight (the CPU's dot tiles, <= 32 rows, run by the kernel in
- * groups of 16; a 16-bit B converted as it is loaded, a 16-bit A copied converted): every row
+/* A few tokens through a weight, transposed (the CPU's dot tiles, <= 32 rows, run by the kernel in
+ * groups of 16) or row-major (its row tiles, in groups of 6; K blocks past 6 rows); a 16-bit B
+ * converted as it is loaded, a 16-bit A copied converted: every row
  * count up to 17, around the second group's end and one past the path's, K long enough for several
  * K blocks, and A's rows 2 KB and 4 KB apart (K = 512, 1024: the tiles read a copy of A with its
  * rows moved apart) as well as padded (read in place); f32 and the other dtype combinations in
@@ -504,12 +505,15 @@ static void test_token_rows(const contexts *cx)
         for (size_t k = 0; k < ARRAY_SIZE(ks); k++)
             for (size_t n = 0; n < ARRAY_SIZE(ns); n++) {
                 int64_t m = r < 17 ? r + 1 : more_rows[r - 17];
-                unsigned layout = SUPPORT_B_TRANSPOSED | ((m + (int64_t)k) % 4 == 0 ? SUPPORT_INPUTS_PADDED : 0);
+                unsigned padded = (m + (int64_t)k) % 4 == 0 ? SUPPORT_INPUTS_PADDED : 0;
                 /* f32, and one of the other dtype combinations in turn: the six (k, n) pairs of a row
                  * count meet all five (the suite runs under the sanitizers too, so not all six each) */
                 const size_t others = ARRAY_SIZE(combos) - 1;
                 const size_t pick[2] = {0, 1 + (size_t)(r * 6 + (int64_t)(k * 2 + n)) % others};
                 for (int d = 0; d < 2; d++) {
+                    /* B transposed (the dot tiles) or row-major (the row tiles): each dtype pick
+                     * meets both over a row count's six (k, n) pairs */
+                    unsigned layout = padded | ((d + (int64_t)(k * 2 + n)) % 2 == 0 ? SUPPORT_B_TRANSPOSED : 0);
                     support_matmul_case c = support_make_matmul_case(
                         m, ns[n], ks[k], &combos[pick[d]], epilogue_index(e++ % EPILOGUE_COUNT), layout, seed++);
                     run_matmul_case(cx, &c, CPU_ALL_VARIANTS);

@@ -148,6 +148,8 @@ typedef struct gemm_plan {
     bool direct;                 /* tiny product: the kernel reads A and B in place, nothing packed */
     bool dot;                    /* short product with B^T: the kernel's dot tiles, nothing packed
                                   * (unless scan_a finds subnormals; the rest of the plan is the packed one) */
+    bool dot_rows;               /* short product with a row-major B: the kernel's row tiles, the same way */
+    int64_t dot_cols;            /* dot, dot_rows: columns of C per task */
     bool scan_a;                 /* dot: A is scanned for subnormals, which would cost assists */
     bool daz;                    /* the kernels run with subnormal operands read as zero (kernels_begin) */
     int64_t dot_a_ld;            /* > 0: the dot tiles read a copy of A, rows this many floats apart */
@@ -372,8 +374,13 @@ static int64_t dot_copy_stride(const cvf_matrix *a)
  * PERF.md); with the old 8 MFLOP per thread, 160^3 (8.2 MFLOP) was 1.5-1.8x OpenBLAS's time. */
 #define FLOPS_SECOND_THREAD 4e6
 
-/* FLOPs per thread beyond two (the rule the 16-core host's scaling sweeps ran under). */
+/* FLOPs per thread beyond two (the rule the 16-core host's scaling sweeps ran under); a build may
+ * set another (-DCVF_FLOPS_PER_THREAD=...) to measure the rule on a many-core host. */
+#ifdef CVF_FLOPS_PER_THREAD
+#define FLOPS_PER_THREAD ((double)(CVF_FLOPS_PER_THREAD))
+#else
 #define FLOPS_PER_THREAD 8e6
+#endif
 
 /* Threads worth waking for a product: two from FLOPS_SECOND_THREAD, more at FLOPS_PER_THREAD
  * each, or a megabyte of operands each, at least one, at most the pool. */
@@ -426,7 +433,11 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     /* any dtypes: B (f32, f16, bf16) is converted as the tiles load it, A copied converted first */
     plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->col_stride == 1 &&
                b->row_stride == 1 && b->col_stride != 1;
-    plan.dot_a_ld = plan.dot ? dot_copy_stride(a) : 0;
+    /* the same with B row-major (weights stored in x out): row tiles read each B row's columns once */
+    plan.dot_rows = !plan.dot && plan.kernel->rows && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->col_stride == 1 &&
+                    b->col_stride == 1;
+    plan.dot_cols = plan.dot_rows ? min64(2 * plan.nr, CVF_CPU_NR_MAX) : plan.nr;
+    plan.dot_a_ld = plan.dot || plan.dot_rows ? dot_copy_stride(a) : 0;
     /* f16 inputs never become subnormal fp32 values; the bf16 kernels flush in hardware */
     plan.daz = cfg->kernels_daz && plan.kernel->format == CVF_CPU_PACK_F32 &&
                (a->dtype != CVF_F16 || b->dtype != CVF_F16);
@@ -1453,25 +1464,28 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
     }
 }
 
-/* Task of a dot-tile product: NR columns of C, all its rows, from A and B^T in place, each tile
- * then finished by the epilogue. The B columns are read from memory once (the later row tiles
- * find them in L1/L2). */
+/* Task of a dot-tile product: dot_cols columns of C, all its rows, from A and B^T (dot tiles) or
+ * a row-major B (row tiles) in place, each tile then finished by the epilogue. B's values for the
+ * columns are read from memory once (the later row groups find them in L1/L2). */
 static void dot_task(void *arg, int64_t task, int32_t thread)
 {
     const gemm_job *job = arg;
     const gemm_plan *plan = &job->plan;
     const cvf_matrix *b = job->b;
-    int64_t j0 = task * plan->nr, n = min64(plan->nr, plan->n - j0);
+    int64_t j0 = task * plan->dot_cols, n = min64(plan->dot_cols, plan->n - j0);
     char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
     thread_layout layout = thread_scratch(plan);
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
-    const char *columns = (const char *)b->data + j0 * b->col_stride * (int64_t)cvf_dtype_size(b->dtype);
+    /* B^T: column j is B's row j (col_stride apart); row-major B: its rows are row_stride apart */
+    int64_t ldb = plan->dot_rows ? b->row_stride : b->col_stride;
+    const char *columns = (const char *)b->data + j0 * (plan->dot_rows ? 1 : ldb) * (int64_t)cvf_dtype_size(b->dtype);
+    cvf_cpu_dot_fn tiles = plan->dot_rows ? plan->kernel->rows : plan->kernel->dot;
     /* all rows at once (at most DOT_MAX_ROWS x NR: within the MR_MAX x NR_MAX tile), so that B's
      * columns are read once; finished an MR-row tile at a time (the bias-gradient partials' rows) */
     const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
     int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
     kernel_fp_mode mode = kernels_begin(job);
-    plan->kernel->dot(plan->k, a, lda, plan->m, columns, b->dtype, b->col_stride, n, tile, n);
+    tiles(plan->k, a, lda, plan->m, columns, b->dtype, ldb, n, tile, n);
     kernels_end(job, mode);
     for (int64_t i0 = 0; i0 < plan->m; i0 += plan->mr)
         finish_tile(job, tile + i0 * n, n, i0, min64(plan->mr, plan->m - i0), j0, n, aux);
@@ -1660,7 +1674,7 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
      * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ, or on cores without
      * assists (plan.scan_a false), they cost nothing and A is not scanned (the scan costs under 1%
      * of the product). */
-    bool dot = plan->dot;
+    bool dot = plan->dot || plan->dot_rows;
     if (dot) {
         int64_t ld;
         const float *a32 = dot_operand_a(&job, &ld); /* copied (converted) where the plan says so */
@@ -1669,7 +1683,7 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
     } else if (dot) {
-        cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->nr), dot_task, &job);
+        cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->dot_cols), dot_task, &job);
     } else if (plan->splits > 1) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, sum_slices_task, &job);

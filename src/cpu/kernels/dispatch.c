@@ -26,6 +26,7 @@ static const cvf_cpu_kernel f32_avx2 = {
     .run_fused = cvf_cpu_kernel_f32_avx2_fused,
     .interleave = cvf_cpu_interleave_f32_avx2,
     .dot = cvf_cpu_dot_avx2,
+    .rows = cvf_cpu_rows_avx2,
     .direct = cvf_cpu_direct_f32_avx2,
 };
 
@@ -40,6 +41,7 @@ static const cvf_cpu_kernel f32_avx512 = {
     .run_fused = cvf_cpu_kernel_f32_avx512_fused,
     .dot = cvf_cpu_dot_avx2, /* AVX2 code, on every AVX-512 CPU: the MLP at S = 8 1.43x -> 1.11x
                                     OpenBLAS (2 threads, development VM; PERF.md, issue 16) */
+    .rows = cvf_cpu_rows_avx2,
     .direct = cvf_cpu_direct_f32_avx512,
     /* KC up to 360 at 48 KB of L1 (2048 in 6 passes of 342): 2048^3 on one thread 1.04-1.06x
      * OpenBLAS at the half-L1 KC of 187, 0.98-1.00x at 342, 1.00-1.03x at 384 (PERF.md) */

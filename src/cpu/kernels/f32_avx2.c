@@ -697,6 +697,182 @@ void cvf_cpu_dot_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const v
     }
 }
 
+/* ---- row tiles for short products with a row-major B --------------------------------------- */
+
+/* A rows per group of the row tiles: 6 x 2 accumulators, 2 B vectors and a broadcast in 16 ymm. */
+#define ROWS_GROUP 6
+
+/* B rows ahead that the first row group asks for: each B row of a tile is its own line (the rows
+ * are a whole weight row apart), so the prefetchers see k short streams. */
+#define ROWS_PREFETCH 16
+
+/* Columns 0..15 of the B row at row as two fp32 vectors; with full false only the first cols
+ * (1..15) are read and the rest are zero. */
+static inline __attribute__((always_inline)) void load_b16(const void *row, bool full, int64_t cols, cvf_dtype bt,
+                                                           __m256 *lo, __m256 *hi)
+{
+    if (full) {
+        *lo = load_b8(row, 0, bt);
+        *hi = load_b8(row, 8, bt);
+    } else if (cols > 8) {
+        *lo = load_b8(row, 0, bt);
+        *hi = load_b_tail(row, 8, cols - 8, bt);
+    } else {
+        *lo = cols == 8 ? load_b8(row, 0, bt) : load_b_tail(row, 0, cols, bt);
+        *hi = _mm256_setzero_ps();
+    }
+}
+
+/* Where a row group asks for B lines: the lines ROWS_PREFETCH rows ahead of its own (the first
+ * group of a block, which reads them from memory), and those of the next block or chunk (`next`,
+ * its first `next_rows` rows: a later group, so that the first finds them in cache). */
+typedef struct rows_ahead {
+    bool own;
+    const char *next;
+    int64_t next_rows, next_last_byte; /* the next chunk's rows, and its last byte in a row */
+} rows_ahead;
+
+/*
+ * Rows i < R (R <= ROWS_GROUP, a constant where inlined) of a 16-column chunk over k = p0 .. end - 1:
+ * acc[i][j] (+)= sum of a[i * lda + p] * b[p * ldb + j], b's row p at b + p * ldb * size. The sums
+ * start from zero (first) or from c, and go back to c (cols of them: all 16 when full). Asks for
+ * the B lines that ahead names (within the k rows of B).
+ */
+static inline __attribute__((always_inline)) void rows_group(int R, bool full, int64_t p0, int64_t end, int64_t k,
+                                                             const float *a, int64_t lda, const char *b, int64_t ldb,
+                                                             cvf_dtype bt, int64_t cols, bool first, rows_ahead ahead,
+                                                             float *c, int64_t ldc)
+{
+    int64_t size = b_size(bt), row_bytes = ldb * size, last_byte = (full ? 16 : cols) * size - 1;
+    __m256i mask_lo = lane_mask(cols > 8 ? 8 : cols), mask_hi = lane_mask(cols > 8 ? cols - 8 : 0);
+    __m256 acc[ROWS_GROUP][2];
+    for (int r = 0; r < R; r++) {
+        if (first) {
+            acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+        } else if (full) {
+            acc[r][0] = _mm256_loadu_ps(c + r * ldc);
+            acc[r][1] = _mm256_loadu_ps(c + r * ldc + 8);
+        } else {
+            acc[r][0] = _mm256_maskload_ps(c + r * ldc, mask_lo);
+            acc[r][1] = _mm256_maskload_ps(c + r * ldc + 8, mask_hi);
+        }
+    }
+    for (int64_t p = p0; p < end; p++) {
+        const char *row = b + p * row_bytes;
+        if (ahead.own && p + ROWS_PREFETCH < k) {
+            const char *line = row + ROWS_PREFETCH * row_bytes;
+            _mm_prefetch(line, _MM_HINT_T0);
+            _mm_prefetch(line + last_byte, _MM_HINT_T0); /* the chunk's second line, if it has one */
+        }
+        if (ahead.next && p - p0 < ahead.next_rows) {
+            const char *line = ahead.next + (p - p0) * row_bytes;
+            _mm_prefetch(line, _MM_HINT_T0);
+            _mm_prefetch(line + ahead.next_last_byte, _MM_HINT_T0);
+        }
+        __m256 lo, hi;
+        load_b16(row, full, cols, bt, &lo, &hi);
+        for (int r = 0; r < R; r++) {
+            __m256 x = _mm256_broadcast_ss(a + r * lda + p);
+            acc[r][0] = _mm256_fmadd_ps(x, lo, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(x, hi, acc[r][1]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        if (full) {
+            _mm256_storeu_ps(c + r * ldc, acc[r][0]);
+            _mm256_storeu_ps(c + r * ldc + 8, acc[r][1]);
+        } else {
+            _mm256_maskstore_ps(c + r * ldc, mask_lo, acc[r][0]);
+            _mm256_maskstore_ps(c + r * ldc + 8, mask_hi, acc[r][1]);
+        }
+    }
+}
+
+/* rows_group for the rows left (1..ROWS_GROUP), each count its own specialisation. */
+static inline __attribute__((always_inline)) void rows_group_any(int64_t rows, bool full, int64_t p0, int64_t end,
+                                                                 int64_t k, const float *a, int64_t lda,
+                                                                 const char *b, int64_t ldb, cvf_dtype bt,
+                                                                 int64_t cols, bool first, rows_ahead ahead, float *c,
+                                                                 int64_t ldc)
+{
+    switch (rows) {
+    case 1: rows_group(1, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    case 2: rows_group(2, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    case 3: rows_group(3, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    case 4: rows_group(4, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    case 5: rows_group(5, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    default: rows_group(ROWS_GROUP, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    }
+}
+
+/*
+ * All of an m x n product with a row-major B for one B dtype, 16 columns at a time. With one row
+ * group, each chunk's B rows are read once, straight through k. With more, K goes in blocks whose
+ * chunk slice (16 values a row) fills 16 KB, so that the later groups read it from L1; the sums
+ * go through c between blocks, and every lane still adds its products in order of p. The second
+ * group asks for the next chunk's (or block's) slice while it computes.
+ */
+static inline __attribute__((always_inline)) void rows_all(int64_t k, const float *a, int64_t lda, int64_t m,
+                                                           const void *b, cvf_dtype bt, int64_t ldb, int64_t n,
+                                                           float *c, int64_t ldc)
+{
+    int64_t size = b_size(bt), depth = m <= ROWS_GROUP ? k : 16 * 1024 / (16 * size);
+    for (int64_t p0 = 0; p0 < k; p0 += depth) {
+        int64_t end = k - p0 < depth ? k : p0 + depth;
+        for (int64_t j0 = 0; j0 < n; j0 += 16) {
+            int64_t cols = n - j0 < 16 ? n - j0 : 16;
+            const char *chunk = (const char *)b + j0 * size;
+            /* the next unit of work: the next chunk of this block, else the next block's first */
+            int64_t next_p0 = j0 + 16 < n ? p0 : end, next_j0 = j0 + 16 < n ? j0 + 16 : 0;
+            rows_ahead later = {false, NULL, 0, 0};
+            if (next_p0 < k)
+                later = (rows_ahead){false, (const char *)b + (next_p0 * ldb + next_j0) * size,
+                                     k - next_p0 < depth ? k - next_p0 : depth,
+                                     (n - next_j0 < 16 ? n - next_j0 : 16) * size - 1};
+            for (int64_t i0 = 0; i0 < m; i0 += ROWS_GROUP) {
+                int64_t rows = m - i0 < ROWS_GROUP ? m - i0 : ROWS_GROUP;
+                rows_ahead ahead = i0 == 0 ? (rows_ahead){true, NULL, 0, 0}
+                                   : i0 == ROWS_GROUP ? later
+                                                      : (rows_ahead){false, NULL, 0, 0};
+                if (cols == 16)
+                    rows_group_any(rows, true, p0, end, k, a + i0 * lda, lda, chunk, ldb, bt, 16, p0 == 0, ahead,
+                                   c + i0 * ldc + j0, ldc);
+                else
+                    rows_group_any(rows, false, p0, end, k, a + i0 * lda, lda, chunk, ldb, bt, cols, p0 == 0, ahead,
+                                   c + i0 * ldc + j0, ldc);
+            }
+        }
+    }
+}
+
+static void rows_f32(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, int64_t ldb, int64_t n,
+                     float *c, int64_t ldc)
+{
+    rows_all(k, a, lda, m, b, CVF_F32, ldb, n, c, ldc);
+}
+
+static void rows_f16(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, int64_t ldb, int64_t n,
+                     float *c, int64_t ldc)
+{
+    rows_all(k, a, lda, m, b, CVF_F16, ldb, n, c, ldc);
+}
+
+static void rows_bf16(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, int64_t ldb, int64_t n,
+                      float *c, int64_t ldc)
+{
+    rows_all(k, a, lda, m, b, CVF_BF16, ldb, n, c, ldc);
+}
+
+void cvf_cpu_rows_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
+                       int64_t ldb, int64_t n, float *c, int64_t ldc)
+{
+    switch (b_dtype) {
+    case CVF_F16: rows_f16(k, a, lda, m, b, ldb, n, c, ldc); break;
+    case CVF_BF16: rows_bf16(k, a, lda, m, b, ldb, n, c, ldc); break;
+    default: rows_f32(k, a, lda, m, b, ldb, n, c, ldc); break;
+    }
+}
+
 #else
 typedef int cvf_cpu_f32_avx2_unavailable; /* not an x86 target: nothing to compile */
 #endif

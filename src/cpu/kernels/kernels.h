@@ -118,6 +118,14 @@ typedef void (*cvf_cpu_direct_fn)(int64_t k, const float *a, int64_t lda, const 
 typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
                                int64_t ldb, int64_t n, float *c, int64_t ldc);
 
+/*
+ * The same for a row-major B (a few tokens through weights stored in x out), A and B in place:
+ *     c[i * ldc + j] = sum over p < k of a[i * lda + p] * b[p * ldb + j]     (i < m, j < n)
+ * with the dot tiles' contract otherwise (dtypes, any alignment, m, n, k >= 1, only the m x n
+ * corner written). Each output adds its products in order of p (bit-identical however m is cut).
+ */
+typedef cvf_cpu_dot_fn cvf_cpu_rows_fn;
+
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
     const char *name; /* e.g. "avx512 f32 12x32" */
@@ -129,6 +137,7 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_overlapped_kernel_fn run_overlapped; /* run with side work in its K loop, or NULL */
     cvf_cpu_interleave_fn interleave;            /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                          /* dot-product tiles for short products with B^T, or NULL */
+    cvf_cpu_rows_fn rows;                        /* row tiles for short products with a row-major B, or NULL */
     cvf_cpu_direct_fn direct;                    /* unpacked tiles for tiny products, or NULL */
     int32_t kc_l1_16ths;                         /* the share of L1, in 16ths, that a KC x NR B micro-panel
                                                   * may fill when K is cut into passes (0: half, 8/16) */
@@ -170,6 +179,8 @@ void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const flo
                                const cvf_cpu_fused_store *out, int64_t m, int64_t n);
 void cvf_cpu_dot_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype, int64_t ldb,
                       int64_t n, float *c, int64_t ldc);
+void cvf_cpu_rows_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
+                       int64_t ldb, int64_t n, float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
                                int accumulate);
 void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a, const void *b, const cvf_cpu_fused_store *out,
