@@ -18,7 +18,9 @@
  *   relu        f16 MatMul + ReLU; relu-pp the same, pingpong 128 x 128 x 64
  *   k1          the backward's K1: D = (g @ fc2_weight) * gelu_tanh'(fc1_output) in bf16 and
  *               grad_fc1_bias = column sums of D in fp32 (LinCombDeEltActDePerRowBias with our
- *               GELU' as the activation); k1-pp the same, pingpong 128 x 128 x 64
+ *               GELU' as the activation); k1-pp the same, pingpong 128 x 128 x 64; k1-fast the
+ *               same with GELU' from __expf and __fdividef; k1-nodb that without the bias gradient
+ *               (LinCombDeEltAct): where K1's epilogue time goes
  *   fc1         the forward's fc1: aux = x @ fc1_weight^T + fc1_bias (fc1_output) and D =
  *               gelu_tanh(aux) (gelu_output), bf16 (LinCombPerRowBiasEltActAux, our GELU)
  * cuBLASLt gets the same product (plain, or its RELU epilogue), the fastest of its first 8
@@ -39,7 +41,7 @@
  * On the device, bench/cutlass_device.sh builds and runs it beside our kernel.
  *
  * usage: cutlass_probe [--repeat N] [--warmup N] [CASE ...]
- *   CASE is kind,m,n,k (the gemm, relu kinds) or kind,S,H,I (k1, k1-pp, fc1); without cases, the
+ *   CASE is kind,m,n,k (the gemm, relu kinds) or kind,S,H,I (k1, k1-pp, k1-fast, k1-nodb, fc1); without cases, the
  *   issue's target shapes (8192^3, 4096^3, the K2 shapes, K1 and fc1 of the three ViT sizes,
  *   MatMul + ReLU at its four bench shapes). K1 and fc1 are checked against an fp32 evaluation of
  *   their epilogue on cuBLASLt's fp32 product, and timed against cuBLASLt's plain GEMM of the
@@ -118,6 +120,38 @@ template <typename T, int N> struct GeluTanhGrad<cutlass::Array<T, N>> {
     }
 };
 
+/* GeluTanhGrad with the fast intrinsics (__expf: ex2.approx; __fdividef: rcp.approx), to tell
+ * how much of K1's epilogue time is the accurate expf and division (the k1-fast kinds). */
+template <typename T> struct GeluTanhGradFast {
+    static const bool kIsHeavy = true;
+    CUTLASS_HOST_DEVICE T operator()(T const &dy, T const &z) const
+    {
+#if defined(__CUDA_ARCH__)
+        const float k = 0.7978845608028654f, c = 0.044715f;
+        float x = fminf(fmaxf(float(z), -1e10f), 1e10f);
+        float e = __expf(-fabsf(2.0f * k * (x + c * x * x * x))), r = __fdividef(1.0f, 1.0f + e);
+        float s = x >= 0.0f ? r : e * r;
+        return T(float(dy) * (s + 2.0f * x * e * r * r * k * (1.0f + 3.0f * c * x * x)));
+#else
+        return GeluTanhGrad<T>()(dy, z);
+#endif
+    }
+};
+
+template <typename T, int N> struct GeluTanhGradFast<cutlass::Array<T, N>> {
+    static const bool kIsHeavy = true;
+    CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const &dy,
+                                                        cutlass::Array<T, N> const &z) const
+    {
+        cutlass::Array<T, N> y;
+        GeluTanhGradFast<T> op;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < N; ++i)
+            y[i] = op(dy[i], z[i]);
+        return y;
+    }
+};
+
 /* gelu_tanh(x) = x sigmoid(2u) from e = exp(-|2u|): x / (1 + e) or x e / (1 + e). */
 template <typename T> struct GeluTanh {
     static const bool kIsHeavy = true;
@@ -183,6 +217,9 @@ struct Kernel {
 using Plain = cutlass::epilogue::fusion::LinearCombination<bf16, float, bf16, float>;
 using ReluOp = cutlass::epilogue::fusion::LinCombEltAct<cutlass::epilogue::thread::ReLu, f16, float, f16, float>;
 using K1Op = cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<ColMajor, GeluTanhGrad, bf16, float, bf16, float>;
+using K1FastOp =
+    cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<ColMajor, GeluTanhGradFast, bf16, float, bf16, float>;
+using K1NoDbOp = cutlass::epilogue::fusion::LinCombDeEltAct<ColMajor, GeluTanhGradFast, bf16, float, bf16, float>;
 using Fc1Op = cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<ColMajor, GeluTanh, bf16, float, bf16, bf16>;
 
 using GemmMK = Kernel<bf16, ColMajor, ColMajor, Plain>;
@@ -195,20 +232,24 @@ using Relu = Kernel<f16, ColMajor, ColMajor, ReluOp>;
 using ReluPingpong = Kernel<f16, ColMajor, ColMajor, ReluOp, Square, One, Pingpong>;
 using K1 = Kernel<bf16, ColMajor, ColMajor, K1Op>;
 using K1Pingpong = Kernel<bf16, ColMajor, ColMajor, K1Op, Square, One, Pingpong>;
+using K1Fast = Kernel<bf16, ColMajor, ColMajor, K1FastOp>;
+using K1NoDb = Kernel<bf16, ColMajor, ColMajor, K1NoDbOp>;
 using Fc1 = Kernel<bf16, RowMajor, ColMajor, Fc1Op>;
 
 /* ---- cases ------------------------------------------------------------------------------------ */
 
-enum kind { GEMM_MK, GEMM_MK_PP, GEMM_MK_C2, GEMM_TN, GEMM_SK, GEMM_BT, RELU, RELU_PP, KIND_K1, K1_PP, FC1, KINDS };
+enum kind { GEMM_MK, GEMM_MK_PP, GEMM_MK_C2, GEMM_TN, GEMM_SK, GEMM_BT, RELU, RELU_PP, KIND_K1, K1_PP, K1_FAST, K1_NODB, FC1,
+            KINDS };
 static const char *const kind_names[KINDS] = {"gemm-mk", "gemm-mk-pp", "gemm-mk-c2", "gemm-tn", "gemm-sk", "gemm-bt",
-                                              "relu",    "relu-pp",    "k1",         "k1-pp",   "fc1"};
+                                              "relu",    "relu-pp",    "k1",         "k1-pp",   "k1-fast",
+                                              "k1-nodb", "fc1"};
 
 /* What a kind computes, apart from its kernel. */
 enum epilogue { EPI_PLAIN, EPI_RELU, EPI_K1, EPI_FC1 };
 static epilogue epilogue_of(kind op)
 {
     return op == RELU || op == RELU_PP    ? EPI_RELU
-           : op == KIND_K1 || op == K1_PP ? EPI_K1
+           : op == KIND_K1 || op == K1_PP || op == K1_FAST || op == K1_NODB ? EPI_K1
            : op == FC1                    ? EPI_FC1
                                           : EPI_PLAIN;
 }
@@ -403,11 +444,13 @@ template <class K> static typename K::Gemm::Arguments arguments(const bench_case
         {{}, nullptr, {}, (Elt *)b.c, cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1})}};
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
-    if constexpr (std::is_same_v<typename K::FusionOp, K1Op>) {
+    if constexpr (std::is_same_v<typename K::FusionOp, K1Op> || std::is_same_v<typename K::FusionOp, K1FastOp> ||
+                  std::is_same_v<typename K::FusionOp, K1NoDbOp>) {
         args.epilogue.thread.aux_ptr = (const bf16 *)b.aux;
         args.epilogue.thread.dAux = cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1});
-        args.epilogue.thread.dbias_ptr = b.dbias;
     }
+    if constexpr (std::is_same_v<typename K::FusionOp, K1Op> || std::is_same_v<typename K::FusionOp, K1FastOp>)
+        args.epilogue.thread.dbias_ptr = b.dbias;
     if constexpr (std::is_same_v<typename K::FusionOp, Fc1Op>) {
         args.epilogue.thread.aux_ptr = (bf16 *)b.aux;
         args.epilogue.thread.dAux = cutlass::make_cute_packed_stride(typename GK::StrideD{}, {c.n, c.m, 1});
@@ -519,8 +562,9 @@ static void check_outputs(const bench_case &c, buffers &b, lt_setup *s, cublasLt
     if (e == EPI_K1) {
         k1_reference_kernel<<<(c.n + 127) / 128, 128, 0, stream>>>(b.ref, (const bf16 *)b.aux, c.m, c.n, b.dbias_ref);
         CUDA_OK(cudaStreamSynchronize(stream));
-        printf("  rel_diff %.2e  bias_grad rel_diff %.2e", relative_rms(b.c, b.ref, true, true, mn),
-               vector_diff(b.dbias, b.dbias_ref, c.n));
+        printf("  rel_diff %.2e", relative_rms(b.c, b.ref, true, true, mn));
+        if (c.op != K1_NODB) /* that kind computes no bias gradient */
+            printf("  bias_grad rel_diff %.2e", vector_diff(b.dbias, b.dbias_ref, c.n));
     } else {
         fc1_reference_kernel<<<(unsigned)((mn + 255) / 256), 256, 0, stream>>>(b.ref, (const bf16 *)b.bias, mn, c.n,
                                                                                b.ref_aux);
@@ -610,6 +654,8 @@ static void run_any(const bench_case &c, cublasLtHandle_t lt, int warmup, int re
     case RELU_PP: run_case<ReluPingpong>(c, lt, warmup, repeat); break;
     case KIND_K1: run_case<K1>(c, lt, warmup, repeat); break;
     case K1_PP: run_case<K1Pingpong>(c, lt, warmup, repeat); break;
+    case K1_FAST: run_case<K1Fast>(c, lt, warmup, repeat); break;
+    case K1_NODB: run_case<K1NoDb>(c, lt, warmup, repeat); break;
     case FC1: run_case<Fc1>(c, lt, warmup, repeat); break;
     case KINDS: break;
     }
@@ -628,7 +674,7 @@ static std::vector<bench_case> default_cases()
     const int vit[3][3] = {{12608, 768, 3072}, {16448, 1024, 4096}, {16448, 1280, 5120}};
     for (auto &v : vit) {
         int S = v[0], H = v[1], I = v[2];
-        for (kind op : {KIND_K1, K1_PP, GEMM_MK, GEMM_MK_PP})
+        for (kind op : {KIND_K1, K1_PP, K1_FAST, K1_NODB, GEMM_MK, GEMM_MK_PP})
             cases.push_back({op, S, I, H}); /* K1 and its GEMM alone */
         for (kind op : {FC1, GEMM_BT})
             cases.push_back({op, S, I, H}); /* fc1 and its GEMM alone */
