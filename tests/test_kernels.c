@@ -464,8 +464,8 @@ static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_
  * (cvf_cpu_rows_fn), B row-major, against float64, for B in f32, f16 and bf16 (converted as it is
  * loaded; the reference reads B's rounded values). The dot tiles: every m x n corner of 33 x NR
  * (past MR, and past the two groups of 16 rows that the planner passes at most, as the contract
- * allows). The row tiles (16 columns a chunk, 6 rows a group, the planner's 2 NR columns a call):
- * widths 1-17, 23 and 2 NR, rows 1-13 and around the later groups. K around the 8-wide steps (1,
+ * allows). The row tiles (16 columns a chunk, 6 rows a group, the planner's NR_MAX columns a
+ * call): widths 1-17, 23, 32, 33, 47 and NR_MAX, rows 1-13 and around the later groups. K around the 8-wide steps (1,
  * odd, exact) and past the K blocks (long, odd), rows of A and B at odd addresses and strides; C
  * outside the corner must keep its poison. */
 #define DOT_ROWS_MAX 33
@@ -478,8 +478,8 @@ static void test_tiles(const cvf_cpu_kernel *k, bool row_major, uint64_t seed)
     static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255, 520, DOT_K_MAX};
     static const cvf_dtype b_dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
     static const int64_t more_rows[] = {17, 18, 19, 24, 31, 33};
-    const int64_t widest = row_major ? 2 * k->nr : k->nr;
-    /* B^T: NR rows of K (ldb apart); row-major B: K rows of 2 NR columns (ldb apart) */
+    const int64_t widest = row_major ? CVF_CPU_NR_MAX : k->nr;
+    /* B^T: NR rows of K (ldb apart); row-major B: K rows of NR_MAX columns (ldb apart) */
     const int64_t rows = DOT_ROWS_MAX, lda = DOT_K_MAX + 3, ldb = row_major ? widest + 5 : DOT_K_MAX + 5,
                   ldc = widest + LDC_EXTRA;
     const int64_t b_count = (row_major ? DOT_K_MAX : k->nr) * ldb + 1;
@@ -511,7 +511,7 @@ static void test_tiles(const cvf_cpu_kernel *k, bool row_major, uint64_t seed)
                 /* the row tiles: 1-13 and more_rows; the dot tiles: every count */
                 int64_t m = !row_major ? mi + 1 : mi < 13 ? mi + 1 : mi - 13 < 6 ? more_rows[mi - 13] : 0;
                 for (int64_t n = 1; m > 0 && n <= widest; n++) {
-                    if (row_major && n > 17 && n != 23 && n != widest)
+                    if (row_major && n > 17 && n != 23 && n != 32 && n != 33 && n != 47 && n != widest)
                         continue;
                     for (int64_t e = 0; e < rows * ldc + 1; e++)
                         c[e] = float_of(SUPPORT_POISON_F32);

@@ -706,6 +706,12 @@ void cvf_cpu_dot_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const v
  * are a whole weight row apart), so the prefetchers see k short streams. */
 #define ROWS_PREFETCH 16
 
+/* K rows per block when there are several row groups: the first group copies the block's slice
+ * of a 16-column chunk (converted to fp32) into a 16 KB buffer that the later groups read from
+ * L1. In place they would not find it there: B's rows lie a weight row apart, and where that is a
+ * multiple of 4 KB (3072 fp32 columns: 12 KB) every row's line falls in the same L1 set. */
+#define ROWS_DEPTH 256
+
 /* Columns 0..15 of the B row at row as two fp32 vectors; with full false only the first cols
  * (1..15) are read and the rest are zero. */
 static inline __attribute__((always_inline)) void load_b16(const void *row, bool full, int64_t cols, cvf_dtype bt,
@@ -723,25 +729,17 @@ static inline __attribute__((always_inline)) void load_b16(const void *row, bool
     }
 }
 
-/* Where a row group asks for B lines: the lines ROWS_PREFETCH rows ahead of its own (the first
- * group of a block, which reads them from memory), and those of the next block or chunk (`next`,
- * its first `next_rows` rows: a later group, so that the first finds them in cache). */
-typedef struct rows_ahead {
-    bool own;
-    const char *next;
-    int64_t next_rows, next_last_byte; /* the next chunk's rows, and its last byte in a row */
-} rows_ahead;
-
 /*
  * Rows i < R (R <= ROWS_GROUP, a constant where inlined) of a 16-column chunk over k = p0 .. end - 1:
- * acc[i][j] (+)= sum of a[i * lda + p] * b[p * ldb + j], b's row p at b + p * ldb * size. The sums
- * start from zero (first) or from c, and go back to c (cols of them: all 16 when full). Asks for
- * the B lines that ahead names (within the k rows of B).
+ * acc[i][j] (+)= sum of a[i * lda + p] * B(p, j). B(p, j) is read from the slice copy
+ * (slice[(p - p0) * 16 + j], from_slice) or in place (b + (p * ldb + j) * size, dtype bt, the
+ * first cols columns: all 16 when full), then, where slice is given, written to the copy (zeros
+ * past cols). The sums start from zero (first) or from c, and go back to c's first cols columns.
  */
-static inline __attribute__((always_inline)) void rows_group(int R, bool full, int64_t p0, int64_t end, int64_t k,
-                                                             const float *a, int64_t lda, const char *b, int64_t ldb,
-                                                             cvf_dtype bt, int64_t cols, bool first, rows_ahead ahead,
-                                                             float *c, int64_t ldc)
+static inline __attribute__((always_inline)) void rows_group(int R, bool from_slice, bool full, int64_t p0,
+                                                             int64_t end, int64_t k, const float *a, int64_t lda,
+                                                             const void *b, int64_t ldb, cvf_dtype bt, int64_t cols,
+                                                             bool first, float *slice, float *c, int64_t ldc)
 {
     int64_t size = b_size(bt), row_bytes = ldb * size, last_byte = (full ? 16 : cols) * size - 1;
     __m256i mask_lo = lane_mask(cols > 8 ? 8 : cols), mask_hi = lane_mask(cols > 8 ? cols - 8 : 0);
@@ -758,19 +756,23 @@ static inline __attribute__((always_inline)) void rows_group(int R, bool full, i
         }
     }
     for (int64_t p = p0; p < end; p++) {
-        const char *row = b + p * row_bytes;
-        if (ahead.own && p + ROWS_PREFETCH < k) {
-            const char *line = row + ROWS_PREFETCH * row_bytes;
-            _mm_prefetch(line, _MM_HINT_T0);
-            _mm_prefetch(line + last_byte, _MM_HINT_T0); /* the chunk's second line, if it has one */
-        }
-        if (ahead.next && p - p0 < ahead.next_rows) {
-            const char *line = ahead.next + (p - p0) * row_bytes;
-            _mm_prefetch(line, _MM_HINT_T0);
-            _mm_prefetch(line + ahead.next_last_byte, _MM_HINT_T0);
-        }
         __m256 lo, hi;
-        load_b16(row, full, cols, bt, &lo, &hi);
+        if (from_slice) {
+            lo = _mm256_load_ps(slice + (p - p0) * 16);
+            hi = _mm256_load_ps(slice + (p - p0) * 16 + 8);
+        } else {
+            const char *row = (const char *)b + p * row_bytes;
+            if (p + ROWS_PREFETCH < k) {
+                const char *line = row + ROWS_PREFETCH * row_bytes;
+                _mm_prefetch(line, _MM_HINT_T0);
+                _mm_prefetch(line + last_byte, _MM_HINT_T0); /* the chunk's second line, if it has one */
+            }
+            load_b16(row, full, cols, bt, &lo, &hi);
+            if (slice) {
+                _mm256_store_ps(slice + (p - p0) * 16, lo);
+                _mm256_store_ps(slice + (p - p0) * 16 + 8, hi);
+            }
+        }
         for (int r = 0; r < R; r++) {
             __m256 x = _mm256_broadcast_ss(a + r * lda + p);
             acc[r][0] = _mm256_fmadd_ps(x, lo, acc[r][0]);
@@ -789,58 +791,59 @@ static inline __attribute__((always_inline)) void rows_group(int R, bool full, i
 }
 
 /* rows_group for the rows left (1..ROWS_GROUP), each count its own specialisation. */
-static inline __attribute__((always_inline)) void rows_group_any(int64_t rows, bool full, int64_t p0, int64_t end,
-                                                                 int64_t k, const float *a, int64_t lda,
-                                                                 const char *b, int64_t ldb, cvf_dtype bt,
-                                                                 int64_t cols, bool first, rows_ahead ahead, float *c,
+static inline __attribute__((always_inline)) void rows_group_any(int64_t rows, bool from_slice, bool full, int64_t p0,
+                                                                 int64_t end, int64_t k, const float *a, int64_t lda,
+                                                                 const void *b, int64_t ldb, cvf_dtype bt,
+                                                                 int64_t cols, bool first, float *slice, float *c,
                                                                  int64_t ldc)
 {
     switch (rows) {
-    case 1: rows_group(1, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
-    case 2: rows_group(2, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
-    case 3: rows_group(3, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
-    case 4: rows_group(4, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
-    case 5: rows_group(5, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
-    default: rows_group(ROWS_GROUP, full, p0, end, k, a, lda, b, ldb, bt, cols, first, ahead, c, ldc); break;
+    case 1: rows_group(1, from_slice, full, p0, end, k, a, lda, b, ldb, bt, cols, first, slice, c, ldc); break;
+    case 2: rows_group(2, from_slice, full, p0, end, k, a, lda, b, ldb, bt, cols, first, slice, c, ldc); break;
+    case 3: rows_group(3, from_slice, full, p0, end, k, a, lda, b, ldb, bt, cols, first, slice, c, ldc); break;
+    case 4: rows_group(4, from_slice, full, p0, end, k, a, lda, b, ldb, bt, cols, first, slice, c, ldc); break;
+    case 5: rows_group(5, from_slice, full, p0, end, k, a, lda, b, ldb, bt, cols, first, slice, c, ldc); break;
+    default:
+        rows_group(ROWS_GROUP, from_slice, full, p0, end, k, a, lda, b, ldb, bt, cols, first, slice, c, ldc);
+        break;
     }
+}
+
+/* One chunk of 16 columns (the first cols of them) for one K block: the first row group reads B
+ * in place (copying the block's slice when more groups follow), the others read the copy. */
+static inline __attribute__((always_inline)) void rows_chunk(bool full, int64_t p0, int64_t end, int64_t k,
+                                                             const float *a, int64_t lda, int64_t m, const void *b,
+                                                             int64_t ldb, cvf_dtype bt, int64_t cols, float *slice,
+                                                             float *c, int64_t ldc)
+{
+    float *copy = m > ROWS_GROUP ? slice : NULL;
+    rows_group_any(m < ROWS_GROUP ? m : ROWS_GROUP, false, full, p0, end, k, a, lda, b, ldb, bt, cols, p0 == 0, copy,
+                   c, ldc);
+    for (int64_t i0 = ROWS_GROUP; i0 < m; i0 += ROWS_GROUP)
+        rows_group_any(m - i0 < ROWS_GROUP ? m - i0 : ROWS_GROUP, true, full, p0, end, k, a + i0 * lda, lda, b, ldb,
+                       bt, cols, p0 == 0, slice, c + i0 * ldc, ldc);
 }
 
 /*
  * All of an m x n product with a row-major B for one B dtype, 16 columns at a time. With one row
- * group, each chunk's B rows are read once, straight through k. With more, K goes in blocks whose
- * chunk slice (16 values a row) fills 16 KB, so that the later groups read it from L1; the sums
- * go through c between blocks, and every lane still adds its products in order of p. The second
- * group asks for the next chunk's (or block's) slice while it computes.
+ * group, each chunk's B rows are read once, straight through k. With more, K goes in blocks of
+ * ROWS_DEPTH whose slice the first group copies for the others; the sums go through c between
+ * blocks, and every lane still adds its products in order of p.
  */
 static inline __attribute__((always_inline)) void rows_all(int64_t k, const float *a, int64_t lda, int64_t m,
                                                            const void *b, cvf_dtype bt, int64_t ldb, int64_t n,
                                                            float *c, int64_t ldc)
 {
-    int64_t size = b_size(bt), depth = m <= ROWS_GROUP ? k : 16 * 1024 / (16 * size);
+    float slice[ROWS_DEPTH * 16] __attribute__((aligned(32)));
+    int64_t size = b_size(bt), depth = m <= ROWS_GROUP ? k : ROWS_DEPTH;
     for (int64_t p0 = 0; p0 < k; p0 += depth) {
         int64_t end = k - p0 < depth ? k : p0 + depth;
         for (int64_t j0 = 0; j0 < n; j0 += 16) {
-            int64_t cols = n - j0 < 16 ? n - j0 : 16;
             const char *chunk = (const char *)b + j0 * size;
-            /* the next unit of work: the next chunk of this block, else the next block's first */
-            int64_t next_p0 = j0 + 16 < n ? p0 : end, next_j0 = j0 + 16 < n ? j0 + 16 : 0;
-            rows_ahead later = {false, NULL, 0, 0};
-            if (next_p0 < k)
-                later = (rows_ahead){false, (const char *)b + (next_p0 * ldb + next_j0) * size,
-                                     k - next_p0 < depth ? k - next_p0 : depth,
-                                     (n - next_j0 < 16 ? n - next_j0 : 16) * size - 1};
-            for (int64_t i0 = 0; i0 < m; i0 += ROWS_GROUP) {
-                int64_t rows = m - i0 < ROWS_GROUP ? m - i0 : ROWS_GROUP;
-                rows_ahead ahead = i0 == 0 ? (rows_ahead){true, NULL, 0, 0}
-                                   : i0 == ROWS_GROUP ? later
-                                                      : (rows_ahead){false, NULL, 0, 0};
-                if (cols == 16)
-                    rows_group_any(rows, true, p0, end, k, a + i0 * lda, lda, chunk, ldb, bt, 16, p0 == 0, ahead,
-                                   c + i0 * ldc + j0, ldc);
-                else
-                    rows_group_any(rows, false, p0, end, k, a + i0 * lda, lda, chunk, ldb, bt, cols, p0 == 0, ahead,
-                                   c + i0 * ldc + j0, ldc);
-            }
+            if (n - j0 >= 16)
+                rows_chunk(true, p0, end, k, a, lda, m, chunk, ldb, bt, 16, slice, c + j0, ldc);
+            else
+                rows_chunk(false, p0, end, k, a, lda, m, chunk, ldb, bt, n - j0, slice, c + j0, ldc);
         }
     }
 }
