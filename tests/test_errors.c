@@ -508,6 +508,22 @@ static void single_row_stride_zero(fixture *f)
     f->aux_out.row_stride = 0;
 }
 
+/* Makes the problem one row by one step of K, every stride that only one row or column uses
+ * INT64_MAX (valid: it is never stepped; the kernels must not multiply it out). */
+static void single_row_single_k_huge_strides(fixture *f)
+{
+    f->a.rows = 1;
+    f->a.cols = 1;
+    f->a.row_stride = INT64_MAX;
+    f->b.rows = 1;
+    f->b.row_stride = INT64_MAX;
+    f->b.dtype = CVF_F16; /* past the direct kernel (f32 only): the row tiles on the CPU */
+    f->c.rows = 1;
+    f->c.row_stride = INT64_MAX;
+    f->aux_out.rows = 1;
+    f->aux_out.row_stride = INT64_MAX;
+}
+
 /* Makes the problem a single column whose vector output uses stride 0 (valid: one element). */
 static void single_column_stride_zero(fixture *f)
 {
@@ -588,6 +604,8 @@ static const error_case g_cases[] = {
     {"c one-to-one layout (row stride 4, col stride 6)", OP_MATMUL,
      {{"c", SET_ROW_STRIDE, 4, NULL}, {"c", SET_COL_STRIDE, 6, NULL}}, NULL, OK, NULL, NULL, 0},
     {"single row with output row stride 0", OP_MATMUL, {{0}}, single_row_stride_zero, OK, NULL, NULL, 0},
+    {"one row, K = 1, one-row strides INT64_MAX", OP_MATMUL, {{0}}, single_row_single_k_huge_strides, OK, NULL, NULL,
+     0},
     {"f16/bf16 outputs", OP_MATMUL, {{0}}, half_outputs, OK, NULL, NULL, 0},
     {"single column with vector output stride 0", OP_MATMUL, {{0}}, single_column_stride_zero, OK, NULL, NULL, 0},
     {"a broadcast rows (row stride 0)", OP_MATMUL, {{"a", SET_ROW_STRIDE, 0, NULL}}, NULL, OK, NULL, NULL, 0},

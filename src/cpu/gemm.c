@@ -1478,8 +1478,9 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
     thread_layout layout = thread_scratch(plan);
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
-    /* B^T: column j is B's row j (col_stride apart); row-major B: its rows are row_stride apart */
-    int64_t ldb = plan->dot_rows ? b->row_stride : b->col_stride;
+    /* B^T: column j is B's row j (col_stride apart); row-major B: its rows are row_stride apart
+     * (any stride is valid for one row, and the tiles multiply it out: 0 then) */
+    int64_t ldb = plan->dot_rows ? (plan->k > 1 ? b->row_stride : 0) : b->col_stride;
     const char *columns = (const char *)b->data + j0 * (plan->dot_rows ? 1 : ldb) * (int64_t)cvf_dtype_size(b->dtype);
     cvf_cpu_dot_fn tiles = plan->dot_rows ? plan->kernel->rows : plan->kernel->dot;
     /* all rows at once (at most DOT_MAX_ROWS x NR: within the MR_MAX x NR_MAX tile), so that B's
