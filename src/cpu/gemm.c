@@ -368,22 +368,20 @@ static int64_t dot_copy_stride(const cvf_matrix *a)
  * about half the rate two do. */
 #define BYTES_PER_THREAD ((double)(1 << 20))
 
-/* FLOPs that make a second thread worth waking: 2 MFLOP each (25-55 us of a core's work, against
+/* FLOPs that make another thread worth waking: 2 MFLOP each (25-55 us of a core's work, against
  * a wake-up of a few us from its spin, tens from its futex; the shared task counter gives a late
- * worker fewer tasks). 128^3 and 144^3 ran 1.5x faster on two threads than on one (Zen, 2 threads,
- * PERF.md); with the old 8 MFLOP per thread, 160^3 (8.2 MFLOP) was 1.5-1.8x OpenBLAS's time. */
-#define FLOPS_SECOND_THREAD 4e6
-
-/* FLOPs per thread beyond two (the rule the 16-core host's scaling sweeps ran under); a build may
- * set another (-DCVF_FLOPS_PER_THREAD=...) to measure the rule on a many-core host. */
+ * worker fewer tasks). 128^3 and 144^3 ran 1.5x faster on two threads than on one (Zen, 2 threads);
+ * on the 16-core host 256^3 took 0.142-0.153 ms at the old 8 MFLOP a thread (4 threads) and
+ * 0.106-0.114 at 2 (16), 384^3 0.262-0.280 against 0.227-0.232 (PERF.md, 2026-12-05). A build may
+ * set another (-DCVF_FLOPS_PER_THREAD=...) to measure the rule. */
 #ifdef CVF_FLOPS_PER_THREAD
 #define FLOPS_PER_THREAD ((double)(CVF_FLOPS_PER_THREAD))
 #else
-#define FLOPS_PER_THREAD 8e6
+#define FLOPS_PER_THREAD 2e6
 #endif
 
-/* Threads worth waking for a product: two from FLOPS_SECOND_THREAD, more at FLOPS_PER_THREAD
- * each, or a megabyte of operands each, at least one, at most the pool. */
+/* Threads worth waking for a product: one per FLOPS_PER_THREAD, or per megabyte of operands, at
+ * least one, at most the pool. */
 static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, const cvf_matrix *a, const cvf_matrix *b,
                               const cvf_matrix *c)
 {
@@ -394,8 +392,6 @@ static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, con
     double bytes = m * k * (double)cvf_dtype_size(a->dtype) + k * n * (double)cvf_dtype_size(b->dtype) +
                    m * n * (double)cvf_dtype_size(c->dtype);
     double threads = flops / FLOPS_PER_THREAD;
-    if (flops >= FLOPS_SECOND_THREAD && threads < 2.0)
-        threads = 2.0;
     if (bytes / BYTES_PER_THREAD > threads)
         threads = bytes / BYTES_PER_THREAD;
     int32_t pool = cvf_threadpool_size(ctx->pool);
