@@ -56,6 +56,8 @@ static const cvf_cpu_kernel bf16_avx512 = {
     .nr = CVF_CPU_BF16_AVX512_NR,
     .format = CVF_CPU_PACK_BF16,
     .run = cvf_cpu_kernel_bf16_avx512,
+    .dot = cvf_cpu_dot_avx2, /* a few tokens: the fp32 tiles read the bf16 weight in place */
+    .rows = cvf_cpu_rows_avx2,
 };
 #endif
 
@@ -69,6 +71,8 @@ static const cvf_cpu_kernel bf16_amx = {
     .format = CVF_CPU_PACK_BF16_TILES,
     .run = cvf_cpu_kernel_bf16_amx,
     .run_overlapped = cvf_cpu_kernel_bf16_amx_overlapped,
+    .dot = cvf_cpu_dot_avx2, /* a few tokens: packing the weight into tiles cost more than its FMAs */
+    .rows = cvf_cpu_rows_avx2,
     .begin = cvf_cpu_kernel_bf16_amx_begin,
     .end = cvf_cpu_kernel_bf16_amx_end,
 };
