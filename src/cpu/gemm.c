@@ -339,6 +339,11 @@ static void choose_splits(gemm_plan *plan)
  * (one thread, AVX2); 17-32 rows through the ViT-B weights 0.68-1.08x OpenBLAS's time where
  * packing took 0.95-1.49x (2 threads, Zen 1; PERF.md, issue 16). */
 #define DOT_MAX_ROWS 32
+
+/* The same under a bf16 kernel (vdpbf16ps, AMX), whose packed path computes many times faster
+ * than fp32 FMAs: the MLP forward bf16 at S = 32 took 0.78-0.83 ms through the tiles on the
+ * 16-core host's AMX level against 0.72 packed, at S = 16 0.85-0.94 against 1.02 (PERF.md). */
+#define DOT_MAX_ROWS_BF16_KERNEL 16
 _Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in the MR_MAX x NR_MAX tile");
 
 /*
@@ -427,18 +432,22 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
                   plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 && b->dtype == CVF_F32 &&
                   a->col_stride == 1 && b->col_stride == 1;
     /* any dtypes: B (f32, f16, bf16) is converted as the tiles load it, A copied converted first */
-    plan.dot = plan.kernel->dot && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->col_stride == 1 &&
+    int64_t dot_max_rows = plan.kernel->format == CVF_CPU_PACK_F32 ? DOT_MAX_ROWS : DOT_MAX_ROWS_BF16_KERNEL;
+    plan.dot = plan.kernel->dot && plan.m <= dot_max_rows && plan.k >= 1 && a->col_stride == 1 &&
                b->row_stride == 1 && b->col_stride != 1;
     /* the same with B row-major (weights stored in x out): row tiles read each B row's columns once */
-    plan.dot_rows = !plan.dot && plan.kernel->rows && plan.m <= DOT_MAX_ROWS && plan.k >= 1 && a->col_stride == 1 &&
+    plan.dot_rows = !plan.dot && plan.kernel->rows && plan.m <= dot_max_rows && plan.k >= 1 && a->col_stride == 1 &&
                     b->col_stride == 1;
     /* the row tiles: 64 columns a task, 4 lines of each B row (2 lines: 1.0x OpenBLAS at 16 rows
      * against 0.91-0.97) */
     plan.dot_cols = plan.dot_rows ? CVF_CPU_NR_MAX : plan.nr;
     plan.dot_a_ld = plan.dot || plan.dot_rows ? dot_copy_stride(a) : 0;
-    /* f16 inputs never become subnormal fp32 values; the bf16 kernels flush in hardware */
-    plan.daz = cfg->kernels_daz && plan.kernel->format == CVF_CPU_PACK_F32 &&
-               (a->dtype != CVF_F16 || b->dtype != CVF_F16);
+    /* subnormals read as zero in the fp32 FMA code: the level's fp32 kernel, or the tiles that a
+     * bf16 kernel's calls of a few rows take (the bf16 hardware, tdpbf16ps and vdpbf16ps, reads
+     * them as zero too, so its packed path needs nothing); f16 inputs never become subnormal fp32
+     * values */
+    bool fp32_fma = plan.kernel->format == CVF_CPU_PACK_F32 || plan.dot || plan.dot_rows;
+    plan.daz = cfg->kernels_daz && fp32_fma && (a->dtype != CVF_F16 || b->dtype != CVF_F16);
     /* subnormals in A send the dot tiles to microcode assists only where the CPU has them and the
      * kernels keep subnormals: on a Zen core the scan would turn the MLP forward's fc2 at a few
      * tokens (GELU outputs near -10 are subnormal) to the packed kernel for nothing, 2x slower */
