@@ -454,7 +454,9 @@ static inline __attribute__((always_inline)) __m256 load_b_tail(const void *row,
     if (bt == CVF_F32)
         return _mm256_maskload_ps((const float *)row + p, lane_mask(count));
     uint16_t buf[8] = {0};
-    memcpy(buf, (const uint16_t *)row + p, (size_t)count * sizeof(uint16_t));
+    /* (count < 8 by contract; the bound lets gcc's -Wstringop-overflow see it through the row
+     * tiles' inlining, where it could not) */
+    memcpy(buf, (const uint16_t *)row + p, (size_t)(count < 8 ? count : 8) * sizeof(uint16_t));
     return load_b8(buf, 0, bt);
 }
 
