@@ -250,6 +250,25 @@ static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
 }
 
 /*
+ * A count of MC blocks that the threads finish in whole rounds: they take the blocks in turn, so
+ * a count that is not a multiple of theirs leaves all but a few idle at the end of every pass
+ * (2048^3 on 2 threads: 9 blocks of 228 rows ran 1.07-1.11x OpenBLAS's time, 10 blocks of 204-210
+ * rows 1.00-1.02, 8 of 258 0.99-1.02; PERF.md, issue 16). The next multiple while the blocks keep
+ * MIN_BLOCK_PANELS panels (more, smaller blocks leave a slowed thread less to hold up), else the
+ * previous one (blocks a little over half of L2: 22 blocks on 16 threads, one round and a sixth,
+ * become 16 rather than 32 of 11 panels).
+ */
+static int64_t whole_rounds(int64_t blocks, int64_t threads, int64_t panels)
+{
+    if (blocks % threads == 0 || blocks >= panels)
+        return blocks;
+    int64_t more = round_up(blocks, threads), fewer = blocks / threads * threads;
+    if (fewer == 0 || panels / more >= MIN_BLOCK_PANELS)
+        return min64(more, panels);
+    return fewer;
+}
+
+/*
  * Chooses block sizes for the kernel and the caches:
  *   KC: a B micro-panel (KC x NR) fills about half of L1, the rest holds A and C traffic (but
  *       a K whose micro-panel fits in 3/4 of L1 runs as one pass: no fp32 block, and the tile
@@ -300,6 +319,8 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     } else {
         blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
         plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
+        if (plan->jr_chunks == 1 && forced_mc <= 0)
+            blocks = whole_rounds(blocks, threads, ceil_div(max64(plan->m, 1), plan->mr));
     }
     blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
     plan->ic_blocks = blocks; /* block_rows shares the MR panels out evenly */
