@@ -223,16 +223,18 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
 }
 
 /*
- * For the AMX kernel's 32-row panels, few per thread: M blocks x column chunks that share the MR
- * panels and NR panels of one NC block out evenly among the threads. The M split alone can leave
- * some threads twice the work of others (K2-2 of the MLP, M = 768: 24 panels on 16 threads, blocks
- * of 2 and 1 panels); threads / c blocks of c chunks each, for the c in 1, 2, 4, 8 whose largest task
- * is smallest (the fewest chunks on a tie: each chunk packs its A block again), blocks within mc_max.
+ * For few MR panels per thread (under 8 each): M blocks x column chunks that share the MR panels
+ * and NR panels of one NC block out evenly among the threads. The M split alone can leave some
+ * threads twice the work of others (AMX, K2-2 of the MLP, M = 768: 24 panels on 16 threads, blocks
+ * of 2 and 1 panels; AVX2, 40 x 3072 x 768 on 2 threads: blocks of 4 and 3 panels, 1.21x
+ * OpenBLAS's time, one block in 2 chunks 1.07x); threads / c blocks of c chunks each, for the c in
+ * 1, 2, 4, 8 whose largest task is smallest (the fewest chunks on a tie: each chunk packs its A
+ * block again), blocks within mc_max.
  */
 static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
 {
     int64_t panels = ceil_div(max64(plan->m, 1), plan->mr), columns = ceil_div(plan->nc, plan->nr);
-    if (panels % threads == 0 || panels >= 4 * threads)
+    if (panels % threads == 0 || panels >= 8 * threads)
         return; /* even already, or enough blocks per thread for the imbalance not to matter */
     int64_t best_cost = busiest_thread(panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
     for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks *= 2) {
@@ -332,7 +334,7 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     nc = max64(plan->nr, nc / plan->nr * plan->nr);
     plan->nc = min64(nc, round_up(max64(plan->n, 1), plan->nr));
     plan->jr_chunks = min64(plan->jr_chunks, ceil_div(plan->nc, plan->nr));
-    if (plan->kernel->format == CVF_CPU_PACK_BF16_TILES && forced_mc <= 0 && threads > 1)
+    if (forced_mc <= 0 && cfg->forced.chunks <= 0 && threads > 1) /* every kernel: PERF.md, issue 16 */
         balance_tiles(plan, threads, mc_max);
 }
 
