@@ -460,30 +460,48 @@ static int check_corner(const cvf_cpu_kernel *k, const char *what, const corner_
     return wrong;
 }
 
-/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn), B^T, and their row tiles
- * (cvf_cpu_rows_fn), B row-major, against float64, for B in f32, f16 and bf16 (converted as it is
- * loaded; the reference reads B's rounded values). The dot tiles: every m x n corner of 33 x NR
- * (past MR, and past the two groups of 16 rows that the planner passes at most, as the contract
- * allows). The row tiles (16 columns a chunk, 6 rows a group, the planner's NR_MAX columns a
- * call): widths 1-17, 23, 32, 33, 47 and NR_MAX, rows 1-13 and around the later groups. K around the 8-wide steps (1,
- * odd, exact) and past the K blocks (long, odd), rows of A and B at odd addresses and strides; C
- * outside the corner must keep its poison. */
+/* Which tiles test_tiles checks. */
+typedef enum tile_kind { TILES_DOT, TILES_ROWS, TILES_STREAM } tile_kind;
+
+/* The columns test_tiles tries for the row and stream tiles (all up to 17 besides): around their
+ * 8- and 16-wide steps and the planner's NR_MAX (row tiles) and STREAM_COLS (stream tiles). */
+static bool tiles_width(tile_kind kind, int64_t n, int64_t widest)
+{
+    if (kind == TILES_DOT || n <= 17 || n == widest)
+        return true;
+    if (kind == TILES_ROWS)
+        return n == 23 || n == 32 || n == 33 || n == 47;
+    return n == 31 || n == 33 || n == 64 || n == 1024 || n == 1025;
+}
+
+/* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn), B^T, their row tiles
+ * (cvf_cpu_rows_fn), B row-major, and their stream tiles (cvf_cpu_stream_fn), the same for 1-2 rows,
+ * against float64, for B in f32, f16 and bf16 (converted as it is loaded; the reference reads B's
+ * rounded values). The dot tiles: every m x n corner of 33 x NR (past MR, and past the two groups
+ * of 16 rows that the planner passes at most, as the contract allows). The row tiles (16 columns
+ * a chunk, 6 rows a group, the planner's NR_MAX columns a call): widths 1-17, 23, 32, 33, 47 and
+ * NR_MAX, rows 1-13 and around the later groups. The stream tiles (four B rows at a time, 8
+ * columns a step): rows 1 and 2, widths 1-17, 31, 33, 64 and around 1024. K around the 8-wide
+ * and 4-deep steps (1, odd, exact) and past the K blocks (long, odd), rows of A and B at odd
+ * addresses and strides; C outside the corner must keep its poison. */
 #define DOT_ROWS_MAX 33
 #define DOT_K_MAX 1031
-static void test_tiles(const cvf_cpu_kernel *k, bool row_major, uint64_t seed)
+#define STREAM_WIDEST 1031
+static void test_tiles(const cvf_cpu_kernel *k, tile_kind kind, uint64_t seed)
 {
-    cvf_cpu_dot_fn tiles = row_major ? k->rows : k->dot;
+    cvf_cpu_dot_fn tiles = kind == TILES_DOT ? k->dot : kind == TILES_ROWS ? k->rows : k->stream;
     if (!tiles)
         return;
-    static const int64_t ks[] = {1, 3, 7, 8, 9, 16, 17, 255, 520, DOT_K_MAX};
+    static const int64_t ks[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 255, 520, DOT_K_MAX};
     static const cvf_dtype b_dtypes[] = {CVF_F32, CVF_F16, CVF_BF16};
     static const int64_t more_rows[] = {17, 18, 19, 24, 31, 33};
-    const int64_t widest = row_major ? CVF_CPU_NR_MAX : k->nr;
+    const bool row_major = kind != TILES_DOT;
+    const int64_t widest = kind == TILES_DOT ? k->nr : kind == TILES_ROWS ? CVF_CPU_NR_MAX : STREAM_WIDEST;
     /* B^T: NR rows of K (ldb apart); row-major B: K rows of NR_MAX columns (ldb apart) */
     const int64_t rows = DOT_ROWS_MAX, lda = DOT_K_MAX + 3, ldb = row_major ? widest + 5 : DOT_K_MAX + 5,
                   ldc = widest + LDC_EXTRA;
     const int64_t b_count = (row_major ? DOT_K_MAX : k->nr) * ldb + 1;
-    const char *what = row_major ? "row tiles" : "dot";
+    const char *what = kind == TILES_DOT ? "dot" : kind == TILES_ROWS ? "row tiles" : "stream tiles";
     cvft_rng rng = cvft_rng_make(seed);
     float *a = alloc_aligned(sizeof(float) * (size_t)(rows * lda + 1));
     float *b = alloc_aligned(sizeof(float) * (size_t)b_count);       /* B as the kernel reads it (f32) */
@@ -508,10 +526,14 @@ static void test_tiles(const cvf_cpu_kernel *k, bool row_major, uint64_t seed)
         int failures = 0;
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
             for (int64_t mi = 0; mi < rows; mi++) {
-                /* the row tiles: 1-13 and more_rows; the dot tiles: every count */
-                int64_t m = !row_major ? mi + 1 : mi < 13 ? mi + 1 : mi - 13 < 6 ? more_rows[mi - 13] : 0;
+                /* the dot tiles: every count; the row tiles: 1-13 and more_rows; the stream tiles: 1, 2 */
+                int64_t m = kind == TILES_DOT    ? mi + 1
+                            : kind == TILES_STREAM ? (mi < CVF_CPU_STREAM_MAX_ROWS ? mi + 1 : 0)
+                            : mi < 13              ? mi + 1
+                            : mi - 13 < 6          ? more_rows[mi - 13]
+                                                   : 0;
                 for (int64_t n = 1; m > 0 && n <= widest; n++) {
-                    if (row_major && n > 17 && n != 23 && n != 32 && n != 33 && n != 47 && n != widest)
+                    if (!tiles_width(kind, n, widest))
                         continue;
                     for (int64_t e = 0; e < rows * ldc + 1; e++)
                         c[e] = float_of(SUPPORT_POISON_F32);
@@ -588,8 +610,9 @@ int main(void)
                 test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
                 test_fused_store(k, 0xF05Eu + (uint64_t)level);
                 test_interleave(k, 0x1A7Eu + (uint64_t)level);
-                test_tiles(k, false, 0xD07u + (uint64_t)level);
-                test_tiles(k, true, 0x2D07u + (uint64_t)level);
+                test_tiles(k, TILES_DOT, 0xD07u + (uint64_t)level);
+                test_tiles(k, TILES_ROWS, 0x2D07u + (uint64_t)level);
+                test_tiles(k, TILES_STREAM, 0x5D07u + (uint64_t)level);
                 test_direct(k, 0xD12Eu + (uint64_t)level);
             }
         }

@@ -150,6 +150,9 @@ typedef struct gemm_plan {
                                   * (unless scan_a finds subnormals; the rest of the plan is the packed one) */
     bool dot_rows;               /* short product with a row-major B: the kernel's row tiles, the same way */
     int64_t dot_cols;            /* dot, dot_rows: columns of C per task */
+    bool stream;                 /* dot_rows for 1-2 rows: the stream tiles, K slices x column chunks */
+    int64_t stream_slices;       /* stream: K slices (from the shape alone), summed in slice order */
+    int64_t stream_chunks;       /* stream: column chunks of STREAM_COLS */
     bool scan_a;                 /* dot: A is scanned for subnormals, which would cost assists */
     bool daz;                    /* the kernels run with subnormal operands read as zero (kernels_begin) */
     int64_t dot_a_ld;            /* > 0: the dot tiles read a copy of A, rows this many floats apart */
@@ -159,7 +162,7 @@ typedef struct gemm_plan {
     size_t thread_stride;        /* bytes of per-thread scratch */
     size_t b_stride, acc_stride; /* bytes of one slice's packed B block and fp32 block */
     int64_t acc_ld;              /* row stride of the fp32 block, in floats */
-    size_t off_b, off_bias, off_acc, off_partials, off_dot_a, off_threads, total;
+    size_t off_b, off_bias, off_acc, off_partials, off_dot_a, off_stream, off_threads, total;
 } gemm_plan;
 
 /* Per-thread scratch, in bytes: packed A block, tile, converted run, aux_in row. */
@@ -367,6 +370,14 @@ static void choose_splits(gemm_plan *plan)
  * than fp32 FMAs: the MLP forward bf16 at S = 32 took 0.78-0.83 ms through the tiles on the
  * 16-core host's AMX level against 0.72 packed, at S = 16 0.85-0.94 against 1.02 (PERF.md). */
 #define DOT_MAX_ROWS_BF16_KERNEL 16
+
+/* The stream tiles' work (1-2 rows through a row-major B): K in slices of at least
+ * STREAM_SLICE_ROWS rows (at most STREAM_MAX_SLICES, from the shape alone: the sums are the same
+ * for any thread count) by chunks of STREAM_COLS columns (a 4 KB page of each f32 B row), each
+ * task's sums in L1. */
+#define STREAM_SLICE_ROWS 128
+#define STREAM_MAX_SLICES 8
+#define STREAM_COLS 1024
 _Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in the MR_MAX x NR_MAX tile");
 
 /*
@@ -456,20 +467,22 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
                   a->col_stride == 1 && b->col_stride == 1;
     /* any dtypes: B (f32, f16, bf16) is converted as the tiles load it, A copied converted first */
     int64_t dot_max_rows = plan.kernel->format == CVF_CPU_PACK_F32 ? DOT_MAX_ROWS : DOT_MAX_ROWS_BF16_KERNEL;
-    plan.dot = plan.kernel->dot && plan.m <= dot_max_rows && plan.k >= 1 && a->col_stride == 1 &&
-               b->row_stride == 1 && b->col_stride != 1;
+    bool few_rows = plan.m <= dot_max_rows && plan.k >= 1 && a->col_stride == 1;
+    plan.dot = plan.kernel->dot && few_rows && b->row_stride == 1 && b->col_stride != 1;
     /* the same with B row-major (weights stored in x out): row tiles read each B row's columns once */
-    plan.dot_rows = !plan.dot && plan.kernel->rows && plan.m <= dot_max_rows && plan.k >= 1 && a->col_stride == 1 &&
-                    b->col_stride == 1;
+    plan.dot_rows = !plan.dot && plan.kernel->rows && few_rows && b->col_stride == 1;
     /* the row tiles: 64 columns a task, 4 lines of each B row (2 lines: 1.0x OpenBLAS at 16 rows
      * against 0.91-0.97) */
     plan.dot_cols = plan.dot_rows ? CVF_CPU_NR_MAX : plan.nr;
+    plan.stream = plan.dot_rows && plan.kernel->stream && plan.m <= CVF_CPU_STREAM_MAX_ROWS;
+    plan.stream_slices = plan.stream ? min64(max64(plan.k / STREAM_SLICE_ROWS, 1), STREAM_MAX_SLICES) : 0;
+    plan.stream_chunks = plan.stream ? ceil_div(plan.n, STREAM_COLS) : 0;
     plan.dot_a_ld = plan.dot || plan.dot_rows ? dot_copy_stride(a) : 0;
     /* subnormals read as zero in the fp32 FMA code: the level's fp32 kernel, or the tiles that a
      * bf16 kernel's calls of a few rows take (the bf16 hardware, tdpbf16ps and vdpbf16ps, reads
      * them as zero too, so its packed path needs nothing); f16 inputs never become subnormal fp32
      * values */
-    bool fp32_fma = plan.kernel->format == CVF_CPU_PACK_F32 || plan.dot || plan.dot_rows;
+    bool fp32_fma = plan.kernel->format == CVF_CPU_PACK_F32 || plan.dot || plan.dot_rows; /* stream too */
     plan.daz = cfg->kernels_daz && fp32_fma && (a->dtype != CVF_F16 || b->dtype != CVF_F16);
     /* subnormals in A send the dot tiles to microcode assists only where the CPU has them and the
      * kernels keep subnormals: on a Zen core the scan would turn the MLP forward's fc2 at a few
@@ -496,13 +509,15 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
     size_t partial_bytes = ep->bias_grad ? sizeof(float) * (size_t)(plan.row_tiles * plan.n) : 0;
     size_t dot_a_bytes = sizeof(float) * (size_t)(plan.m * plan.dot_a_ld);
+    size_t stream_bytes = sizeof(float) * (size_t)(plan.stream_slices * plan.m * plan.n);
     plan.thread_stride = thread_scratch(&plan).total;
     plan.off_b = 0;
     plan.off_bias = plan.off_b + cvf_round_up_64(b_bytes);
     plan.off_acc = plan.off_bias + cvf_round_up_64(bias_bytes);
     plan.off_partials = plan.off_acc + cvf_round_up_64(acc_bytes);
     plan.off_dot_a = plan.off_partials + cvf_round_up_64(partial_bytes);
-    plan.off_threads = plan.off_dot_a + cvf_round_up_64(dot_a_bytes);
+    plan.off_stream = plan.off_dot_a + cvf_round_up_64(dot_a_bytes);
+    plan.off_threads = plan.off_stream + cvf_round_up_64(stream_bytes);
     plan.total = plan.off_threads + plan.thread_stride * (size_t)max64(plan.threads, 1);
     return plan;
 }
@@ -1522,6 +1537,43 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
         finish_tile(job, tile + i0 * n, n, i0, min64(plan->mr, plan->m - i0), j0, n, aux);
 }
 
+/* Task of a stream product: K slice task / stream_chunks of the chunk's columns, into the slice's
+ * m x n sums (no epilogue yet). */
+static void stream_task(void *arg, int64_t task, int32_t thread)
+{
+    (void)thread;
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *b = job->b;
+    int64_t slice = task / plan->stream_chunks, chunk = task % plan->stream_chunks;
+    int64_t p0 = plan->k * slice / plan->stream_slices, p1 = plan->k * (slice + 1) / plan->stream_slices;
+    int64_t j0 = chunk * STREAM_COLS, n = min64(STREAM_COLS, plan->n - j0);
+    int64_t size = (int64_t)cvf_dtype_size(b->dtype);
+    int64_t ldb = plan->k > 1 ? b->row_stride : 0; /* any stride is valid for one row (dot_task) */
+    const char *rows = (const char *)b->data + (p0 * ldb + j0) * size;
+    const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
+    int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
+    float *sums = (float *)(job->workspace + plan->off_stream) + slice * plan->m * plan->n + j0;
+    kernel_fp_mode mode = kernels_begin(job);
+    plan->kernel->stream(p1 - p0, a + p0, lda, plan->m, rows, b->dtype, ldb, n, sums, plan->n);
+    kernels_end(job, mode);
+}
+
+/* Task after the stream tasks: NR_MAX columns of the slices' sums added in slice order, then
+ * finished by the epilogue. */
+static void stream_finish_task(void *arg, int64_t task, int32_t thread)
+{
+    const gemm_job *job = arg;
+    const gemm_plan *plan = &job->plan;
+    int64_t j0 = task * CVF_CPU_NR_MAX, n = min64(CVF_CPU_NR_MAX, plan->n - j0);
+    float *first = (float *)(job->workspace + plan->off_stream) + j0;
+    for (int64_t s = 1; s < plan->stream_slices; s++)
+        for (int64_t r = 0; r < plan->m; r++)
+            job->vec->add(first + r * plan->n, first + (s * plan->m + r) * plan->n, n);
+    char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
+    finish_tile(job, first, plan->n, 0, plan->m, j0, n, (float *)(scratch + thread_scratch(plan).aux));
+}
+
 /* Task of a direct product: one MR-row panel of C against all of B, read in place; an edge panel
  * of A (fewer than MR rows) or of B (fewer than NR columns) is copied zero-padded first. */
 static void direct_task(void *arg, int64_t task, int32_t thread)
@@ -1713,6 +1765,9 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     }
     if (plan->direct) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
+    } else if (dot && plan->stream) {
+        cvf_threadpool_run_on(ctx->pool, plan->threads, plan->stream_slices * plan->stream_chunks, stream_task, &job);
+        cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, CVF_CPU_NR_MAX), stream_finish_task, &job);
     } else if (dot) {
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->dot_cols), dot_task, &job);
     } else if (plan->splits > 1) {

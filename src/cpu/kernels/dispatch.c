@@ -27,6 +27,7 @@ static const cvf_cpu_kernel f32_avx2 = {
     .interleave = cvf_cpu_interleave_f32_avx2,
     .dot = cvf_cpu_dot_avx2,
     .rows = cvf_cpu_rows_avx2,
+    .stream = cvf_cpu_stream_avx2,
     .direct = cvf_cpu_direct_f32_avx2,
 };
 
@@ -42,6 +43,7 @@ static const cvf_cpu_kernel f32_avx512 = {
     .dot = cvf_cpu_dot_avx2, /* AVX2 code, on every AVX-512 CPU: the MLP at S = 8 1.43x -> 1.11x
                                     OpenBLAS (2 threads, development VM; PERF.md, issue 16) */
     .rows = cvf_cpu_rows_avx2,
+    .stream = cvf_cpu_stream_avx2,
     .direct = cvf_cpu_direct_f32_avx512,
     /* KC up to 360 at 48 KB of L1 (2048 in 6 passes of 342): 2048^3 on one thread 1.04-1.06x
      * OpenBLAS at the half-L1 KC of 187, 0.98-1.00x at 342, 1.00-1.03x at 384 (PERF.md) */
@@ -58,6 +60,7 @@ static const cvf_cpu_kernel bf16_avx512 = {
     .run = cvf_cpu_kernel_bf16_avx512,
     .dot = cvf_cpu_dot_avx2, /* a few tokens: the fp32 tiles read the bf16 weight in place */
     .rows = cvf_cpu_rows_avx2,
+    .stream = cvf_cpu_stream_avx2,
 };
 #endif
 
@@ -73,6 +76,7 @@ static const cvf_cpu_kernel bf16_amx = {
     .run_overlapped = cvf_cpu_kernel_bf16_amx_overlapped,
     .dot = cvf_cpu_dot_avx2, /* a few tokens: packing the weight into tiles cost more than its FMAs */
     .rows = cvf_cpu_rows_avx2,
+    .stream = cvf_cpu_stream_avx2,
     .begin = cvf_cpu_kernel_bf16_amx_begin,
     .end = cvf_cpu_kernel_bf16_amx_end,
 };

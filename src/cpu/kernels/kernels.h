@@ -126,6 +126,14 @@ typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m
  */
 typedef cvf_cpu_dot_fn cvf_cpu_rows_fn;
 
+/*
+ * The row tiles' product for one or two rows (m <= CVF_CPU_STREAM_MAX_ROWS) with B read row after
+ * row (for the planner's K slices x column chunks of a token's product through a row-major
+ * weight), the same contract otherwise. Each output adds its products in order of p.
+ */
+typedef cvf_cpu_dot_fn cvf_cpu_stream_fn;
+#define CVF_CPU_STREAM_MAX_ROWS 2
+
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
     const char *name; /* e.g. "avx512 f32 12x32" */
@@ -138,6 +146,7 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_interleave_fn interleave;            /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                          /* dot-product tiles for short products with B^T, or NULL */
     cvf_cpu_rows_fn rows;                        /* row tiles for short products with a row-major B, or NULL */
+    cvf_cpu_stream_fn stream;                    /* the same for 1-2 rows, B streamed row by row, or NULL */
     cvf_cpu_direct_fn direct;                    /* unpacked tiles for tiny products, or NULL */
     int32_t kc_l1_16ths;                         /* the share of L1, in 16ths, that a KC x NR B micro-panel
                                                   * may fill when K is cut into passes (0: half, 8/16) */
@@ -179,6 +188,8 @@ void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const flo
                                const cvf_cpu_fused_store *out, int64_t m, int64_t n);
 void cvf_cpu_dot_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype, int64_t ldb,
                       int64_t n, float *c, int64_t ldc);
+void cvf_cpu_stream_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
+                         int64_t ldb, int64_t n, float *c, int64_t ldc);
 void cvf_cpu_rows_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
                        int64_t ldb, int64_t n, float *c, int64_t ldc);
 void cvf_cpu_kernel_f32_avx512(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int64_t m, int64_t n,
