@@ -475,13 +475,13 @@ static bool tiles_width(tile_kind kind, int64_t n, int64_t widest)
 }
 
 /* The dot tiles of kernels that have them (kernels.h, cvf_cpu_dot_fn), B^T, their row tiles
- * (cvf_cpu_rows_fn), B row-major, and their stream tiles (cvf_cpu_stream_fn), the same for 1-2 rows,
+ * (cvf_cpu_rows_fn), B row-major, and their stream tiles (cvf_cpu_stream_fn), the same for 1-4 rows,
  * against float64, for B in f32, f16 and bf16 (converted as it is loaded; the reference reads B's
  * rounded values). The dot tiles: every m x n corner of 33 x NR (past MR, and past the two groups
  * of 16 rows that the planner passes at most, as the contract allows). The row tiles (16 columns
  * a chunk, 6 rows a group, the planner's NR_MAX columns a call): widths 1-17, 23, 32, 33, 47 and
  * NR_MAX, rows 1-13 and around the later groups. The stream tiles (four B rows at a time, 8
- * columns a step): rows 1 and 2, widths 1-17, 31, 33, 64 and around 1024. K around the 8-wide
+ * columns a step): rows 1-4, widths 1-17, 31, 33, 64 and around 1024. K around the 8-wide
  * and 4-deep steps (1, odd, exact) and past the K blocks (long, odd), rows of A and B at odd
  * addresses and strides; C outside the corner must keep its poison. */
 #define DOT_ROWS_MAX 33
@@ -526,7 +526,7 @@ static void test_tiles(const cvf_cpu_kernel *k, tile_kind kind, uint64_t seed)
         int failures = 0;
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
             for (int64_t mi = 0; mi < rows; mi++) {
-                /* the dot tiles: every count; the row tiles: 1-13 and more_rows; the stream tiles: 1, 2 */
+                /* the dot tiles: every count; the row tiles: 1-13 and more_rows; the stream tiles: 1-4 */
                 int64_t m = kind == TILES_DOT    ? mi + 1
                             : kind == TILES_STREAM ? (mi < CVF_CPU_STREAM_MAX_ROWS ? mi + 1 : 0)
                             : mi < 13              ? mi + 1

@@ -489,7 +489,7 @@ static void test_large_shapes(const contexts *cx)
 
 /* A few tokens through a weight, transposed (the CPU's dot tiles, <= 32 rows, run by the kernel in
  * groups of 16) or row-major (its row tiles, in groups of 6; K blocks past 6 rows; its stream
- * tiles for 1-2 rows, K slices x 1024-column chunks, also past one chunk); a 16-bit B
+ * tiles for 1-4 rows, K slices x 1024-column chunks, also past one chunk); a 16-bit B
  * converted as it is loaded, a 16-bit A copied converted: every row
  * count up to 17, around the second group's end and one past the path's, K long enough for several
  * K blocks, and A's rows 2 KB and 4 KB apart (K = 512, 1024: the tiles read a copy of A with its
@@ -520,10 +520,10 @@ static void test_token_rows(const contexts *cx)
                     run_matmul_case(cx, &c, CPU_ALL_VARIANTS);
                 }
             }
-    /* one and two rows through a row-major B wider than the stream tiles' 1024-column chunks,
+    /* one to four rows through a row-major B wider than the stream tiles' 1024-column chunks,
      * K from one row to several slices (and not a multiple of their 4-row steps) */
     static const int64_t wide[][2] = {{1025, 1}, {1031, 130}, {2049, 259}};
-    for (int64_t m = 1; m <= 2; m++)
+    for (int64_t m = 1; m <= 4; m++)
         for (size_t w = 0; w < ARRAY_SIZE(wide); w++) {
             size_t pick = (size_t)(m * 3 + (int64_t)w) % ARRAY_SIZE(combos);
             support_matmul_case c = support_make_matmul_case(m, wide[w][0], wide[w][1], &combos[pick],

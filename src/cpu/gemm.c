@@ -150,7 +150,7 @@ typedef struct gemm_plan {
                                   * (unless scan_a finds subnormals; the rest of the plan is the packed one) */
     bool dot_rows;               /* short product with a row-major B: the kernel's row tiles, the same way */
     int64_t dot_cols;            /* dot, dot_rows: columns of C per task */
-    bool stream;                 /* dot_rows for 1-2 rows: the stream tiles, K slices x column chunks */
+    bool stream;                 /* dot_rows for 1-4 rows: the stream tiles, K slices x column chunks */
     int64_t stream_slices;       /* stream: K slices (from the shape alone), summed in slice order */
     int64_t stream_chunks;       /* stream: column chunks of STREAM_COLS */
     bool scan_a;                 /* dot: A is scanned for subnormals, which would cost assists */
@@ -371,7 +371,7 @@ static void choose_splits(gemm_plan *plan)
  * 16-core host's AMX level against 0.72 packed, at S = 16 0.85-0.94 against 1.02 (PERF.md). */
 #define DOT_MAX_ROWS_BF16_KERNEL 16
 
-/* The stream tiles' work (1-2 rows through a row-major B): K in slices of at least
+/* The stream tiles' work (1-4 rows through a row-major B): K in slices of at least
  * STREAM_SLICE_ROWS rows (at most STREAM_MAX_SLICES, from the shape alone: the sums are the same
  * for any thread count) by chunks of STREAM_COLS columns (a 4 KB page of each f32 B row), each
  * task's sums in L1. */

@@ -878,7 +878,7 @@ void cvf_cpu_rows_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const 
     }
 }
 
-/* ---- stream tiles: one or two rows through a row-major B, row after row ---------------------- */
+/* ---- stream tiles: one to four rows through a row-major B, row after row -------------------- */
 
 /* c[r][j .. j + count) += the products of the four B rows from b (row_bytes apart) at column j
  * with x[r][0..3], in order of the rows; count 8, or 1..7 at the end of the row (masked). */
@@ -920,7 +920,7 @@ static inline __attribute__((always_inline)) void stream_one(int R, const __m256
 }
 
 /*
- * The row tiles' product for R (1 or 2) rows, B read row after row: four B rows at a time go
+ * The row tiles' product for R (1 to CVF_CPU_STREAM_MAX_ROWS) rows, B read row after row: four B rows at a time go
  * through all n columns, each sum adding their products in order of p into c (L1 for the
  * planner's chunks). The rows of B stream straight through memory, where the row tiles walk a
  * 64-column strip down K, a page per B row (one row through a 3072-wide f32 B: ~9 GB/s).
@@ -935,7 +935,7 @@ static inline __attribute__((always_inline)) void stream_all(int R, int64_t k, c
     int64_t p = 0;
     for (; p + 4 <= k; p += 4) {
         const char *rows = (const char *)b + p * row_bytes;
-        __m256 x[2][4];
+        __m256 x[CVF_CPU_STREAM_MAX_ROWS][4]; /* past 2 rows partly on the stack: loads as A's */
         for (int r = 0; r < R; r++)
             for (int d = 0; d < 4; d++)
                 x[r][d] = _mm256_broadcast_ss(a + r * lda + p + d);
@@ -946,7 +946,7 @@ static inline __attribute__((always_inline)) void stream_all(int R, int64_t k, c
     }
     for (; p < k; p++) {
         const char *row = (const char *)b + p * row_bytes;
-        __m256 x[2];
+        __m256 x[CVF_CPU_STREAM_MAX_ROWS];
         for (int r = 0; r < R; r++)
             x[r] = _mm256_broadcast_ss(a + r * lda + p);
         for (int64_t j = 0; j < full; j += 8)
@@ -956,30 +956,35 @@ static inline __attribute__((always_inline)) void stream_all(int R, int64_t k, c
     }
 }
 
-/* stream_all with R and the B dtype constant in each instance. */
+/* stream_all with the B dtype and R constant in each instance. */
+typedef void (*stream_fn)(int64_t k, const float *a, int64_t lda, const void *b, int64_t ldb, int64_t n, float *c,
+                          int64_t ldc);
 #define STREAM_INSTANCE(name, R, bt)                                                                              \
     static void name(int64_t k, const float *a, int64_t lda, const void *b, int64_t ldb, int64_t n, float *c,     \
                      int64_t ldc)                                                                                 \
     {                                                                                                             \
         stream_all(R, k, a, lda, b, bt, ldb, n, c, ldc);                                                          \
     }
-STREAM_INSTANCE(stream_1_f32, 1, CVF_F32)
-STREAM_INSTANCE(stream_2_f32, 2, CVF_F32)
-STREAM_INSTANCE(stream_1_f16, 1, CVF_F16)
-STREAM_INSTANCE(stream_2_f16, 2, CVF_F16)
-STREAM_INSTANCE(stream_1_bf16, 1, CVF_BF16)
-STREAM_INSTANCE(stream_2_bf16, 2, CVF_BF16)
+#define STREAM_INSTANCES(dtype, bt)                                                                               \
+    STREAM_INSTANCE(stream_1_##dtype, 1, bt)                                                                      \
+    STREAM_INSTANCE(stream_2_##dtype, 2, bt)                                                                      \
+    STREAM_INSTANCE(stream_3_##dtype, 3, bt)                                                                      \
+    STREAM_INSTANCE(stream_4_##dtype, 4, bt)                                                                      \
+    static const stream_fn stream_##dtype[CVF_CPU_STREAM_MAX_ROWS] = {stream_1_##dtype, stream_2_##dtype,         \
+                                                                      stream_3_##dtype, stream_4_##dtype};
+STREAM_INSTANCES(f32, CVF_F32)
+STREAM_INSTANCES(f16, CVF_F16)
+STREAM_INSTANCES(bf16, CVF_BF16)
+#undef STREAM_INSTANCES
 #undef STREAM_INSTANCE
+_Static_assert(CVF_CPU_STREAM_MAX_ROWS == 4, "an instance per row count");
 
 void cvf_cpu_stream_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const void *b, cvf_dtype b_dtype,
                          int64_t ldb, int64_t n, float *c, int64_t ldc)
 {
-    bool two = m >= 2; /* the contract: m is 1 or 2 */
-    switch (b_dtype) {
-    case CVF_F16: (two ? stream_2_f16 : stream_1_f16)(k, a, lda, b, ldb, n, c, ldc); break;
-    case CVF_BF16: (two ? stream_2_bf16 : stream_1_bf16)(k, a, lda, b, ldb, n, c, ldc); break;
-    default: (two ? stream_2_f32 : stream_1_f32)(k, a, lda, b, ldb, n, c, ldc); break;
-    }
+    int64_t r = (m < 1 ? 1 : m > CVF_CPU_STREAM_MAX_ROWS ? CVF_CPU_STREAM_MAX_ROWS : m) - 1; /* m in 1..4 */
+    const stream_fn *fns = b_dtype == CVF_F16 ? stream_f16 : b_dtype == CVF_BF16 ? stream_bf16 : stream_f32;
+    fns[r](k, a, lda, b, ldb, n, c, ldc);
 }
 
 #else

@@ -127,12 +127,12 @@ typedef void (*cvf_cpu_dot_fn)(int64_t k, const float *a, int64_t lda, int64_t m
 typedef cvf_cpu_dot_fn cvf_cpu_rows_fn;
 
 /*
- * The row tiles' product for one or two rows (m <= CVF_CPU_STREAM_MAX_ROWS) with B read row after
- * row (for the planner's K slices x column chunks of a token's product through a row-major
- * weight), the same contract otherwise. Each output adds its products in order of p.
+ * The row tiles' product for 1 to CVF_CPU_STREAM_MAX_ROWS rows with B read row after row (for the
+ * planner's K slices x column chunks of a few tokens through a row-major weight), the same
+ * contract otherwise. Each output adds its products in order of p.
  */
 typedef cvf_cpu_dot_fn cvf_cpu_stream_fn;
-#define CVF_CPU_STREAM_MAX_ROWS 2
+#define CVF_CPU_STREAM_MAX_ROWS 4
 
 /* One micro-kernel and what its caller must know to feed it. */
 typedef struct cvf_cpu_kernel {
@@ -146,7 +146,7 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_interleave_fn interleave;            /* the level's vector panel interleave (F32 format), or NULL */
     cvf_cpu_dot_fn dot;                          /* dot-product tiles for short products with B^T, or NULL */
     cvf_cpu_rows_fn rows;                        /* row tiles for short products with a row-major B, or NULL */
-    cvf_cpu_stream_fn stream;                    /* the same for 1-2 rows, B streamed row by row, or NULL */
+    cvf_cpu_stream_fn stream;                    /* the same for 1-4 rows, B streamed row by row, or NULL */
     cvf_cpu_direct_fn direct;                    /* unpacked tiles for tiny products, or NULL */
     int32_t kc_l1_16ths;                         /* the share of L1, in 16ths, that a KC x NR B micro-panel
                                                   * may fill when K is cut into passes (0: half, 8/16) */
