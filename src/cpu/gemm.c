@@ -190,6 +190,10 @@ static int64_t min64(int64_t a, int64_t b)
     return a < b ? a : b;
 }
 
+/* Columns of a transposed A packed together (pack_a_f32); the run scratch holds as many columns
+ * of an MC block (thread_scratch). */
+#define TRANSPOSED_A_DEPTH 16
+
 /* Per-thread scratch layout for a plan's block sizes. */
 static thread_layout thread_scratch(const gemm_plan *plan)
 {
@@ -197,8 +201,9 @@ static thread_layout thread_scratch(const gemm_plan *plan)
     t.a = 0;
     t.tile = t.a + cvf_round_up_64((size_t)(plan->mc * cvf_cpu_pack_depth(plan->kernel->format, plan->kc) * plan->elt));
     t.run = t.tile + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
-    /* run: one converted row of a block, or the converted runs of one micro-panel */
-    int64_t run = max64(max64(plan->nc, plan->mc), max64(plan->mr, plan->nr) * plan->kc);
+    /* run: one converted row of a block, the converted runs of one micro-panel, or the converted
+     * columns of a transposed A that are packed together */
+    int64_t run = max64(max64(plan->nc, TRANSPOSED_A_DEPTH * plan->mc), max64(plan->mr, plan->nr) * plan->kc);
     t.aux = t.run + cvf_round_up_64(sizeof(float) * (size_t)run);
     t.total = t.aux + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
     return t;
@@ -624,12 +629,22 @@ static void pack_a_f32(const gemm_plan *plan, const cvf_matrix *a, int64_t i0, i
         }
         return;
     }
-    /* columns contiguous (a transposed view): convert each column, copy MR at a time */
-    for (int64_t p = 0; p < kc; p++) {
-        const float *src =
-            source_run(plan->vec, a, i0 * a->row_stride + (p0 + p) * a->col_stride, a->row_stride, mc, run);
-        for (int64_t i = 0; i < mc; i += mr)
-            copy_floats(packed + i * kc + p * mr, src + i, min64(mr, mc - i));
+    /* columns contiguous (a transposed view): each column converted (or read in place), copied MR
+     * at a time; TRANSPOSED_A_DEPTH columns at once, so that each panel receives that many MR-wide
+     * rows in a row (contiguous lines) rather than one row per panel in turn (MC / MR store
+     * streams 24 bytes apart in time) */
+    for (int64_t q = 0; q < kc; q += TRANSPOSED_A_DEPTH) {
+        int64_t depth = min64(TRANSPOSED_A_DEPTH, kc - q);
+        const float *src[TRANSPOSED_A_DEPTH];
+        for (int64_t p = 0; p < depth; p++)
+            src[p] = source_run(plan->vec, a, i0 * a->row_stride + (p0 + q + p) * a->col_stride, a->row_stride, mc,
+                                run + p * mc);
+        for (int64_t i = 0; i < mc; i += mr) {
+            float *panel = packed + i * kc + q * mr;
+            int64_t count = min64(mr, mc - i);
+            for (int64_t p = 0; p < depth; p++)
+                copy_floats(panel + p * mr, src[p] + i, count);
+        }
     }
     int64_t last = (mc - 1) / mr * mr; /* zero rows of the last panel */
     for (int64_t p = 0; p < kc; p++)
