@@ -292,6 +292,7 @@ static int64_t whole_rounds(int64_t blocks, int64_t threads, int64_t panels)
 static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads, bool plain)
 {
     const cache_sizes *caches = &cfg->caches;
+    const int64_t panels = ceil_div(max64(plan->m, 1), plan->mr); /* MR panels of M */
     int64_t l1_16ths = plan->kernel->kc_l1_16ths > 0 ? plan->kernel->kc_l1_16ths : 8;
     int64_t kc = caches->l1 * l1_16ths / 16 / (plan->nr * plan->elt);
     kc = min64(max64(kc & ~(int64_t)15, 64), 512);
@@ -327,14 +328,14 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     if (cfg->forced.chunks > 0) { /* a forced 2-D split: MC blocks x chunks */
         plan->jr_chunks = cfg->forced.chunks;
     } else {
-        blocks = max64(blocks, min64(threads, ceil_div(max64(plan->m, 1), plan->mr)));
+        blocks = max64(blocks, min64(threads, panels));
         plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
         if (plan->jr_chunks == 1 && forced_mc <= 0)
-            blocks = whole_rounds(blocks, threads, ceil_div(max64(plan->m, 1), plan->mr));
+            blocks = whole_rounds(blocks, threads, panels);
     }
-    blocks = min64(blocks, ceil_div(max64(plan->m, 1), plan->mr));
+    blocks = min64(blocks, panels);
     plan->ic_blocks = blocks; /* block_rows shares the MR panels out evenly */
-    plan->mc = ceil_div(ceil_div(max64(plan->m, 1), plan->mr), blocks) * plan->mr; /* the largest block */
+    plan->mc = ceil_div(panels, blocks) * plan->mr; /* the largest block */
 
     int64_t nc = forced_nc > 0 ? forced_nc : caches->l3 / 4 / (plan->kc * plan->elt);
     if (plan->multi_pass) /* the fp32 block (M x NC) within 64 MiB, down to NR columns for huge M */
@@ -1524,6 +1525,40 @@ static void run_loops(cvf_threadpool *pool, gemm_job *job, int64_t p_begin, int6
     }
 }
 
+/* The dot, row and stream tiles' fp32 A: the copy of a's rows that copy_dot_a makes where the plan
+ * says so (dot_copy_stride), else a itself; *ld gets its row stride. */
+static const float *dot_a(const gemm_job *job, int64_t *ld)
+{
+    const gemm_plan *plan = &job->plan;
+    if (plan->dot_a_ld == 0) {
+        *ld = job->a->row_stride;
+        return job->a->data;
+    }
+    *ld = plan->dot_a_ld;
+    return (const float *)(job->workspace + plan->off_dot_a);
+}
+
+/* Copies a's rows for the tiles (converted from 16 bits, or moved apart) where the plan says so. */
+static void copy_dot_a(const gemm_job *job)
+{
+    const gemm_plan *plan = &job->plan;
+    const cvf_matrix *a = job->a;
+    if (plan->dot_a_ld == 0)
+        return;
+    float *copy = (float *)(job->workspace + plan->off_dot_a);
+    for (int64_t i = 0; i < plan->m; i++) /* the level's vector load: a copy for f32, else converted */
+        cvf_cpu_load_run(a->data, a->dtype, i * a->row_stride, 1, plan->k, copy + i * plan->dot_a_ld);
+}
+
+/* The tiles' stride of B: B^T's column j is B's row j (col_stride apart); a row-major B's rows are
+ * row_stride apart (any stride is valid for one row, and the tiles multiply it out: 0 then). */
+static int64_t dot_b_stride(const gemm_plan *plan, const cvf_matrix *b)
+{
+    if (!plan->dot_rows)
+        return b->col_stride;
+    return plan->k > 1 ? b->row_stride : 0;
+}
+
 /* Task of a dot-tile product: dot_cols columns of C, all its rows, from A and B^T (dot tiles) or
  * a row-major B (row tiles) in place, each tile then finished by the epilogue. B's values for the
  * columns are read from memory once (the later row groups find them in L1/L2). */
@@ -1536,15 +1571,13 @@ static void dot_task(void *arg, int64_t task, int32_t thread)
     char *scratch = job->workspace + plan->off_threads + plan->thread_stride * (size_t)thread;
     thread_layout layout = thread_scratch(plan);
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
-    /* B^T: column j is B's row j (col_stride apart); row-major B: its rows are row_stride apart
-     * (any stride is valid for one row, and the tiles multiply it out: 0 then) */
-    int64_t ldb = plan->dot_rows ? (plan->k > 1 ? b->row_stride : 0) : b->col_stride;
+    int64_t ldb = dot_b_stride(plan, b);
     const char *columns = (const char *)b->data + j0 * (plan->dot_rows ? 1 : ldb) * (int64_t)cvf_dtype_size(b->dtype);
     cvf_cpu_dot_fn tiles = plan->dot_rows ? plan->kernel->rows : plan->kernel->dot;
     /* all rows at once (at most DOT_MAX_ROWS x NR: within the MR_MAX x NR_MAX tile), so that B's
      * columns are read once; finished an MR-row tile at a time (the bias-gradient partials' rows) */
-    const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
-    int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
+    int64_t lda;
+    const float *a = dot_a(job, &lda);
     kernel_fp_mode mode = kernels_begin(job);
     tiles(plan->k, a, lda, plan->m, columns, b->dtype, ldb, n, tile, n);
     kernels_end(job, mode);
@@ -1564,10 +1597,9 @@ static void stream_task(void *arg, int64_t task, int32_t thread)
     int64_t p0 = plan->k * slice / plan->stream_slices, p1 = plan->k * (slice + 1) / plan->stream_slices;
     int64_t j0 = chunk * STREAM_COLS, n = min64(STREAM_COLS, plan->n - j0);
     int64_t size = (int64_t)cvf_dtype_size(b->dtype);
-    int64_t ldb = plan->k > 1 ? b->row_stride : 0; /* any stride is valid for one row (dot_task) */
+    int64_t ldb = dot_b_stride(plan, b), lda;
     const char *rows = (const char *)b->data + (p0 * ldb + j0) * size;
-    const float *a = plan->dot_a_ld > 0 ? (const float *)(job->workspace + plan->off_dot_a) : job->a->data;
-    int64_t lda = plan->dot_a_ld > 0 ? plan->dot_a_ld : job->a->row_stride;
+    const float *a = dot_a(job, &lda);
     float *sums = (float *)(job->workspace + plan->off_stream) + slice * plan->m * plan->n + j0;
     kernel_fp_mode mode = kernels_begin(job);
     plan->kernel->stream(p1 - p0, a + p0, lda, plan->m, rows, b->dtype, ldb, n, sums, plan->n);
@@ -1646,23 +1678,6 @@ static bool has_subnormal(const float *x, int64_t rows, int64_t cols, int64_t ld
             found |= (uint32_t)((bits & 0x7F800000u) == 0 && (bits & 0x007FFFFFu) != 0);
         }
     return found != 0;
-}
-
-/* The dot tiles' fp32 A: a's rows copied (converted from 16 bits, or moved apart) where the plan
- * says so (dot_copy_stride), else a itself; *ld gets its row stride. */
-static const float *dot_operand_a(const gemm_job *job, int64_t *ld)
-{
-    const gemm_plan *plan = &job->plan;
-    const cvf_matrix *a = job->a;
-    if (plan->dot_a_ld == 0) {
-        *ld = a->row_stride;
-        return a->data;
-    }
-    float *copy = (float *)(job->workspace + plan->off_dot_a);
-    for (int64_t i = 0; i < plan->m; i++) /* the level's vector load: a copy for f32, else converted */
-        cvf_cpu_load_run(a->data, a->dtype, i * a->row_stride, 1, plan->k, copy + i * plan->dot_a_ld);
-    *ld = plan->dot_a_ld;
-    return copy;
 }
 
 /* All of K on the pool. */
@@ -1775,7 +1790,8 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
     bool dot = plan->dot || plan->dot_rows;
     if (dot) {
         int64_t ld;
-        const float *a32 = dot_operand_a(&job, &ld); /* copied (converted) where the plan says so */
+        copy_dot_a(&job);
+        const float *a32 = dot_a(&job, &ld);
         dot = !plan->scan_a || !has_subnormal(a32, plan->m, plan->k, ld);
     }
     if (plan->direct) {

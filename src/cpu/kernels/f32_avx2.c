@@ -880,20 +880,20 @@ void cvf_cpu_rows_avx2(int64_t k, const float *a, int64_t lda, int64_t m, const 
 
 /* ---- stream tiles: one to four rows through a row-major B, row after row -------------------- */
 
-/* c[r][j .. j + count) += the products of the four B rows from b (row_bytes apart) at column j
- * with x[r][0..3], in order of the rows; count 8, or 1..7 at the end of the row (masked). */
-static inline __attribute__((always_inline)) void stream_quad(int R, const __m256 x[][4], const char *b,
+/* c[r][j .. j + count) += the products of the D (4 or 1) B rows from b (row_bytes apart) at column
+ * j with x[r][0 .. D), in order of the rows; count 8, or 1..7 at the end of the row (masked). */
+static inline __attribute__((always_inline)) void stream_step(int R, int D, const __m256 x[][4], const char *b,
                                                               int64_t row_bytes, cvf_dtype bt, int64_t j,
                                                               int64_t count, float *c, int64_t ldc)
 {
     __m256 v[4];
-    for (int d = 0; d < 4; d++)
+    for (int d = 0; d < D; d++)
         v[d] = count == 8 ? load_b8(b + d * row_bytes, j, bt) : load_b_tail(b + d * row_bytes, j, count, bt);
     __m256i mask = lane_mask(count);
     for (int r = 0; r < R; r++) {
         float *out = c + r * ldc + j;
         __m256 s = count == 8 ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, mask);
-        for (int d = 0; d < 4; d++)
+        for (int d = 0; d < D; d++)
             s = _mm256_fmadd_ps(x[r][d], v[d], s);
         if (count == 8)
             _mm256_storeu_ps(out, s);
@@ -902,57 +902,44 @@ static inline __attribute__((always_inline)) void stream_quad(int R, const __m25
     }
 }
 
-/* The same for one B row (the last k % 4 rows). */
-static inline __attribute__((always_inline)) void stream_one(int R, const __m256 x[], const char *b, cvf_dtype bt,
-                                                             int64_t j, int64_t count, float *c, int64_t ldc)
+/* stream_step across all n columns of the D B rows at b: 8 at a time, then the tail. */
+static inline __attribute__((always_inline)) void stream_across(int R, int D, const __m256 x[][4], const char *b,
+                                                                int64_t row_bytes, cvf_dtype bt, int64_t n, float *c,
+                                                                int64_t ldc)
 {
-    __m256 v = count == 8 ? load_b8(b, j, bt) : load_b_tail(b, j, count, bt);
-    __m256i mask = lane_mask(count);
-    for (int r = 0; r < R; r++) {
-        float *out = c + r * ldc + j;
-        __m256 s = count == 8 ? _mm256_loadu_ps(out) : _mm256_maskload_ps(out, mask);
-        s = _mm256_fmadd_ps(x[r], v, s);
-        if (count == 8)
-            _mm256_storeu_ps(out, s);
-        else
-            _mm256_maskstore_ps(out, mask, s);
-    }
+    int64_t full = n / 8 * 8;
+    for (int64_t j = 0; j < full; j += 8)
+        stream_step(R, D, x, b, row_bytes, bt, j, 8, c, ldc);
+    if (full < n)
+        stream_step(R, D, x, b, row_bytes, bt, full, n - full, c, ldc);
 }
 
 /*
- * The row tiles' product for R (1 to CVF_CPU_STREAM_MAX_ROWS) rows, B read row after row: four B rows at a time go
- * through all n columns, each sum adding their products in order of p into c (L1 for the
- * planner's chunks). The rows of B stream straight through memory, where the row tiles walk a
- * 64-column strip down K, a page per B row (one row through a 3072-wide f32 B: ~9 GB/s).
+ * The row tiles' product for R (1 to CVF_CPU_STREAM_MAX_ROWS) rows, B read row after row: four B
+ * rows at a time (then the last k % 4 one by one) go through all n columns, each sum adding their
+ * products in order of p into c (L1 for the planner's chunks). The rows of B stream straight
+ * through memory, where the row tiles walk a 64-column strip down K, a page per B row (one row
+ * through a 3072-wide f32 B: ~9 GB/s).
  */
 static inline __attribute__((always_inline)) void stream_all(int R, int64_t k, const float *a, int64_t lda,
                                                              const void *b, cvf_dtype bt, int64_t ldb, int64_t n,
                                                              float *c, int64_t ldc)
 {
-    int64_t row_bytes = ldb * b_size(bt), full = n / 8 * 8;
+    int64_t row_bytes = ldb * b_size(bt);
     for (int r = 0; r < R; r++)
         memset(c + r * ldc, 0, sizeof(float) * (size_t)n);
-    int64_t p = 0;
-    for (; p + 4 <= k; p += 4) {
-        const char *rows = (const char *)b + p * row_bytes;
-        __m256 x[CVF_CPU_STREAM_MAX_ROWS][4]; /* past 2 rows partly on the stack: loads as A's */
+    __m256 x[CVF_CPU_STREAM_MAX_ROWS][4]; /* A's values; past 2 rows partly on the stack: loads as A's */
+    for (int64_t p = 0; p < k;) {
+        int D = k - p >= 4 ? 4 : 1;
         for (int r = 0; r < R; r++)
-            for (int d = 0; d < 4; d++)
+            for (int d = 0; d < D; d++)
                 x[r][d] = _mm256_broadcast_ss(a + r * lda + p + d);
-        for (int64_t j = 0; j < full; j += 8)
-            stream_quad(R, x, rows, row_bytes, bt, j, 8, c, ldc);
-        if (full < n)
-            stream_quad(R, x, rows, row_bytes, bt, full, n - full, c, ldc);
-    }
-    for (; p < k; p++) {
-        const char *row = (const char *)b + p * row_bytes;
-        __m256 x[CVF_CPU_STREAM_MAX_ROWS];
-        for (int r = 0; r < R; r++)
-            x[r] = _mm256_broadcast_ss(a + r * lda + p);
-        for (int64_t j = 0; j < full; j += 8)
-            stream_one(R, x, row, bt, j, 8, c, ldc);
-        if (full < n)
-            stream_one(R, x, row, bt, full, n - full, c, ldc);
+        const char *rows = (const char *)b + p * row_bytes;
+        if (D == 4)
+            stream_across(R, 4, x, rows, row_bytes, bt, n, c, ldc);
+        else
+            stream_across(R, 1, x, rows, row_bytes, bt, n, c, ldc);
+        p += D;
     }
 }
 
