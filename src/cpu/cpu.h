@@ -12,6 +12,35 @@ size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, con
 cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                           const cvf_epilogue *ep, void *workspace);
 
+/* The path a product takes through gemm.c (cvf_cpu_matmul's order: the first that applies). */
+typedef enum cvf_cpu_path {
+    CVF_CPU_PATH_DIRECT,  /* tiny product: A and B read in place by the direct kernel */
+    CVF_CPU_PATH_STREAM,  /* 1-4 rows through a row-major B: K slices x column chunks, then their sum */
+    CVF_CPU_PATH_DOT,     /* a few rows through a transposed B: the dot tiles */
+    CVF_CPU_PATH_ROWS,    /* a few rows through a row-major B: the row tiles */
+    CVF_CPU_PATH_SPLIT_K, /* small output, long K: K slices in parallel, summed in order */
+    CVF_CPU_PATH_BLOCKED  /* the five BLIS loops over packed blocks */
+} cvf_cpu_path;
+
+/* What the planner chose for a product (for white-box tests): its path and, for the blocked path,
+ * the blocking. The dot and row tiles fall back to the blocked path at run time when A holds
+ * subnormals where they would cost assists (gemm.c, scan_a); the plan says what is tried first. */
+typedef struct cvf_cpu_plan_info {
+    cvf_cpu_path path;
+    int32_t threads;             /* threads the call runs on */
+    int64_t mr, nr;              /* the kernel's tile */
+    int64_t kc, mc, nc;          /* block sizes (mc: the largest MC block) */
+    int64_t ic_blocks;           /* MC blocks of M */
+    int64_t jr_chunks;           /* column chunks of an NC block */
+    int64_t splits;              /* K slices (split-K path), else 1 */
+    int64_t stream_slices;       /* K slices (stream path), else 0 */
+    int64_t stream_chunks;       /* column chunks (stream path), else 0 */
+} cvf_cpu_plan_info;
+
+/* The plan cvf_cpu_matmul would make for these validated views on ctx (nothing is run). */
+cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
+                                        const cvf_matrix *c, const cvf_epilogue *ep);
+
 /* Bytes of workspace cvf_cpu_column_sum needs; see reduce.c. */
 size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x);
 

@@ -235,9 +235,11 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
  * and NR panels of one NC block out evenly among the threads. The M split alone can leave some
  * threads twice the work of others (AMX, K2-2 of the MLP, M = 768: 24 panels on 16 threads, blocks
  * of 2 and 1 panels; AVX2, 40 x 3072 x 768 on 2 threads: blocks of 4 and 3 panels, 1.21x
- * OpenBLAS's time, one block in 2 chunks 1.07x); threads / c blocks of c chunks each, for the c in
- * 1, 2, 4, 8 whose largest task is smallest (the fewest chunks on a tie: each chunk packs its A
- * block again), blocks within mc_max.
+ * OpenBLAS's time, one block in 2 chunks 1.07x). Every split of up to `threads` blocks (within
+ * mc_max) by 1 to 8 chunks is costed, the largest task round kept smallest, the fewest chunks and
+ * then blocks on a tie (each chunk packs its A block again): on 3, 6 or 12 threads the best split
+ * is in 3 or 6 chunks (7 panels on 3 threads: one block in 3 chunks, an even share, where blocks
+ * of 3, 2 and 2 panels give one thread 9/7 of it; test_plan).
  */
 static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
 {
@@ -245,16 +247,17 @@ static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
     if (panels % threads == 0 || panels >= 8 * threads)
         return; /* even already, or enough blocks per thread for the imbalance not to matter */
     int64_t best_cost = busiest_thread(panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
-    for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks *= 2) {
-        int64_t blocks = min64(max64(threads / chunks, 1), panels);
-        if (ceil_div(panels, blocks) * plan->mr > mc_max)
-            continue;
-        int64_t cost = busiest_thread(panels, columns, blocks, chunks, threads);
-        if (cost < best_cost) {
-            best_cost = cost;
-            plan->ic_blocks = blocks;
-            plan->jr_chunks = chunks;
-            plan->mc = ceil_div(panels, blocks) * plan->mr;
+    for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
+        for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
+            if (ceil_div(panels, blocks) * plan->mr > mc_max)
+                continue;
+            int64_t cost = busiest_thread(panels, columns, blocks, chunks, threads);
+            if (cost < best_cost) {
+                best_cost = cost;
+                plan->ic_blocks = blocks;
+                plan->jr_chunks = chunks;
+                plan->mc = ceil_div(panels, blocks) * plan->mr;
+            }
         }
     }
 }
@@ -1752,6 +1755,42 @@ static void zero_bias_grad(const cvf_vector *out)
         cvf_cpu_store_run(out->data, out->dtype, j * out->stride, 1, 1, &zero);
 }
 
+/* The path of a plan (cvf_cpu_path), the dot, row and stream tiles only when tiles (A was not
+ * found to hold subnormals that would cost them assists). */
+static cvf_cpu_path plan_path(const gemm_plan *plan, bool tiles)
+{
+    if (plan->direct)
+        return CVF_CPU_PATH_DIRECT;
+    if (tiles && plan->stream)
+        return CVF_CPU_PATH_STREAM;
+    if (tiles && plan->dot)
+        return CVF_CPU_PATH_DOT;
+    if (tiles && plan->dot_rows)
+        return CVF_CPU_PATH_ROWS;
+    return plan->splits > 1 ? CVF_CPU_PATH_SPLIT_K : CVF_CPU_PATH_BLOCKED;
+}
+
+cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
+                                        const cvf_matrix *c, const cvf_epilogue *ep)
+{
+    gemm_plan plan = make_plan(ctx, a, b, c, ep);
+    cvf_cpu_plan_info info = {
+        .path = plan_path(&plan, plan.dot || plan.dot_rows),
+        .threads = plan.threads,
+        .mr = plan.mr,
+        .nr = plan.nr,
+        .kc = plan.kc,
+        .mc = plan.mc,
+        .nc = plan.nc,
+        .ic_blocks = plan.ic_blocks,
+        .jr_chunks = plan.jr_chunks,
+        .splits = plan.splits,
+        .stream_slices = plan.stream_slices,
+        .stream_chunks = plan.stream_chunks,
+    };
+    return info;
+}
+
 size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
                                 const cvf_epilogue *ep)
 {
@@ -1787,25 +1826,32 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
      * kernel, which broadcasts A elements, meets 8x fewer assists. With DAZ, or on cores without
      * assists (plan.scan_a false), they cost nothing and A is not scanned (the scan costs under 1%
      * of the product). */
-    bool dot = plan->dot || plan->dot_rows;
-    if (dot) {
+    bool tiles = plan->dot || plan->dot_rows;
+    if (tiles) {
         int64_t ld;
         copy_dot_a(&job);
         const float *a32 = dot_a(&job, &ld);
-        dot = !plan->scan_a || !has_subnormal(a32, plan->m, plan->k, ld);
+        tiles = !plan->scan_a || !has_subnormal(a32, plan->m, plan->k, ld);
     }
-    if (plan->direct) {
+    switch (plan_path(plan, tiles)) {
+    case CVF_CPU_PATH_DIRECT:
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, direct_task, &job);
-    } else if (dot && plan->stream) {
+        break;
+    case CVF_CPU_PATH_STREAM:
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->stream_slices * plan->stream_chunks, stream_task, &job);
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, CVF_CPU_NR_MAX), stream_finish_task, &job);
-    } else if (dot) {
+        break;
+    case CVF_CPU_PATH_DOT:
+    case CVF_CPU_PATH_ROWS:
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, plan->dot_cols), dot_task, &job);
-    } else if (plan->splits > 1) {
+        break;
+    case CVF_CPU_PATH_SPLIT_K:
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->splits, slice_task, &job);
         cvf_threadpool_run_on(ctx->pool, plan->threads, plan->row_tiles, sum_slices_task, &job);
-    } else {
+        break;
+    case CVF_CPU_PATH_BLOCKED:
         run_blocks(ctx, &job);
+        break;
     }
     if (ep->bias_grad)
         cvf_threadpool_run_on(ctx->pool, plan->threads, ceil_div(plan->n, CVF_CPU_NR_MAX), combine_task, &job);

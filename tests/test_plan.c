@@ -1,0 +1,225 @@
+/*
+ * The CPU planner's choices (src/cpu/gemm.c, through cvf_cpu_plan_describe), at the level this CPU
+ * runs and on pools of 1, 2, 3 and 16 threads: which path a product takes (direct, stream, dot, row
+ * tiles, split K, blocked), and the rules of the blocked path that the op tests cannot see because
+ * any blocking gives correct results:
+ *   - whole rounds: MC blocks are a multiple of the threads (or one per MR panel);
+ *   - balance: few MR panels per thread are cut into blocks x column chunks whose busiest thread
+ *     has little more than its share of tiles;
+ *   - sums that do not depend on the threads: the stream tiles' and split K's slices are the same
+ *     on every pool.
+ * Cache sizes come from this machine, so the checks are invariants, not fixed block sizes. With
+ * CVF_CPU_BLOCKS set (forced blocks) the planner's rules are off and the test skips.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/internal.h"
+#include "cpu/cpu.h"
+#include "cpu/isa.h"
+#include "cpu/kernels/kernels.h"
+#include "support.h"
+
+#define POOLS 4
+static const int32_t pool_threads[POOLS] = {1, 2, 3, 16};
+
+static const char *path_name(cvf_cpu_path path)
+{
+    switch (path) {
+    case CVF_CPU_PATH_DIRECT: return "direct";
+    case CVF_CPU_PATH_STREAM: return "stream";
+    case CVF_CPU_PATH_DOT: return "dot";
+    case CVF_CPU_PATH_ROWS: return "rows";
+    case CVF_CPU_PATH_SPLIT_K: return "split-k";
+    case CVF_CPU_PATH_BLOCKED: return "blocked";
+    }
+    return "?";
+}
+
+/* The plan of C (m x n, dtype) = A (m x k) @ B (k x n) on ctx; B transposed (a view of an n x k
+ * row-major matrix) when b_transposed. Nothing is read: the views point at no data. */
+static cvf_cpu_plan_info plan_of(const cvf_context *ctx, int64_t m, int64_t n, int64_t k, cvf_dtype dtype,
+                                 bool b_transposed)
+{
+    static char dummy[64];
+    cvf_matrix a = {dummy, dtype, m, k, k, 1};
+    cvf_matrix b = b_transposed ? (cvf_matrix){dummy, dtype, k, n, 1, k} : (cvf_matrix){dummy, dtype, k, n, n, 1};
+    cvf_matrix c = {dummy, dtype, m, n, n, 1};
+    cvf_epilogue ep = {.activation = CVF_ACTIVATION_RELU};
+    return cvf_cpu_plan_describe(ctx, &a, &b, &c, &ep);
+}
+
+static int64_t ceil_div(int64_t x, int64_t y)
+{
+    return (x + y - 1) / y;
+}
+
+/* The path a few rows take, from the level's kernel: the tiles it has, else the packed loops. */
+static cvf_cpu_path expected_few_rows_path(const cvf_cpu_kernel *kernel, int64_t m, bool b_transposed)
+{
+    if (b_transposed)
+        return kernel->dot ? CVF_CPU_PATH_DOT : CVF_CPU_PATH_BLOCKED;
+    if (kernel->stream && m <= CVF_CPU_STREAM_MAX_ROWS)
+        return CVF_CPU_PATH_STREAM;
+    return kernel->rows ? CVF_CPU_PATH_ROWS : CVF_CPU_PATH_BLOCKED;
+}
+
+/* Tokens through a weight (the MLP's inference shapes): the tiles, sums independent of threads. */
+static void check_few_rows(cvf_context *const *pools)
+{
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16, CVF_F16};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        const cvf_cpu_kernel *kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), dtypes[d], dtypes[d]);
+        for (int64_t m = 1; m <= 6; m++) {
+            for (int transposed = 0; transposed <= 1; transposed++) {
+                cvf_cpu_path want = expected_few_rows_path(kernel, m, transposed);
+                cvf_cpu_plan_info first = plan_of(pools[0], m, 3072, 768, dtypes[d], transposed);
+                for (int p = 0; p < POOLS; p++) {
+                    cvf_cpu_plan_info info = plan_of(pools[p], m, 3072, 768, dtypes[d], transposed);
+                    CHECK(info.path == want, "%s, %lld x 3072 x 768, B %s, %d threads: path %s, expected %s",
+                          kernel->name, (long long)m, transposed ? "transposed" : "row-major", pool_threads[p],
+                          path_name(info.path), path_name(want));
+                    if (want != CVF_CPU_PATH_STREAM)
+                        continue;
+                    /* K = 768: six slices of 128 rows; 3072 columns: three chunks of 1024 */
+                    CHECK(info.stream_slices == 6 && info.stream_chunks == 3,
+                          "%s, %lld rows, %d threads: %lld slices x %lld chunks, expected 6 x 3", kernel->name,
+                          (long long)m, pool_threads[p], (long long)info.stream_slices,
+                          (long long)info.stream_chunks);
+                    CHECK(info.stream_slices == first.stream_slices,
+                          "%s, %lld rows: %lld slices on %d threads, %lld on 1 (sums would differ)", kernel->name,
+                          (long long)m, (long long)info.stream_slices, pool_threads[p],
+                          (long long)first.stream_slices);
+                }
+            }
+        }
+        /* the slices' bounds: at least one, at most eight */
+        const cvf_cpu_plan_info shallow = plan_of(pools[1], 1, 2048, 100, dtypes[d], false);
+        const cvf_cpu_plan_info deep = plan_of(pools[1], 1, 2048, 8192, dtypes[d], false);
+        if (kernel->stream)
+            CHECK(shallow.stream_slices == 1 && deep.stream_slices == 8,
+                  "%s: K = 100 in %lld slices (expected 1), K = 8192 in %lld (expected 8)", kernel->name,
+                  (long long)shallow.stream_slices, (long long)deep.stream_slices);
+    }
+}
+
+/* Tiny products run direct on one thread, where the level has the direct kernel. */
+static void check_tiny(cvf_context *const *pools)
+{
+    const cvf_cpu_kernel *kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_F32, CVF_F32);
+    for (int p = 0; p < POOLS; p++) {
+        for (int64_t size = 8; size <= 64; size *= 2) {
+            cvf_cpu_plan_info info = plan_of(pools[p], size, size, size, CVF_F32, false);
+            CHECK(info.threads == 1, "%lld^3 on a pool of %d: %d threads, expected 1", (long long)size,
+                  pool_threads[p], info.threads);
+            if (kernel->direct)
+                CHECK(info.path == CVF_CPU_PATH_DIRECT, "%s, %lld^3: path %s, expected direct", kernel->name,
+                      (long long)size, path_name(info.path));
+        }
+    }
+}
+
+/* Small outputs with a long K split K into the same slices on every pool. */
+static void check_split_k(cvf_context *const *pools)
+{
+    cvf_cpu_plan_info first = plan_of(pools[0], 64, 128, 16384, CVF_F32, false);
+    CHECK(first.path == CVF_CPU_PATH_SPLIT_K && first.splits > 1, "64 x 128 x 16384: path %s, %lld splits",
+          path_name(first.path), (long long)first.splits);
+    for (int p = 1; p < POOLS; p++) {
+        cvf_cpu_plan_info info = plan_of(pools[p], 64, 128, 16384, CVF_F32, false);
+        CHECK(info.path == first.path && info.splits == first.splits,
+              "64 x 128 x 16384 on %d threads: %s in %lld slices, on 1 thread %s in %lld", pool_threads[p],
+              path_name(info.path), (long long)info.splits, path_name(first.path), (long long)first.splits);
+    }
+}
+
+/* Tiles of the busiest thread when the threads take blocks x chunks tasks in rounds. */
+static int64_t busiest_tiles(const cvf_cpu_plan_info *info, int64_t m, int32_t threads)
+{
+    int64_t panels = ceil_div(m, info->mr), columns = ceil_div(info->nc, info->nr);
+    return ceil_div(panels, info->ic_blocks) * ceil_div(columns, info->jr_chunks) *
+           ceil_div(info->ic_blocks * info->jr_chunks, threads);
+}
+
+/* Large M: the blocks come in whole rounds of the threads. */
+static void check_whole_rounds(cvf_context *const *pools)
+{
+    static const int64_t rows[] = {768, 1000, 2048, 3072, 4096, 8192, 12608};
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            for (int p = 1; p < POOLS; p++) {
+                int64_t m = rows[r];
+                cvf_cpu_plan_info info = plan_of(pools[p], m, 2048, 2048, dtypes[d], false);
+                int64_t panels = ceil_div(m, info.mr);
+                if (info.threads != pool_threads[p] || panels < 8 * info.threads)
+                    continue; /* few panels: balanced instead (check_balance) */
+                CHECK(info.path == CVF_CPU_PATH_BLOCKED && info.jr_chunks == 1,
+                      "%lld x 2048 x 2048 (%s) on %d threads: path %s, %lld chunks", (long long)m,
+                      cvf_dtype_name(dtypes[d]), info.threads, path_name(info.path), (long long)info.jr_chunks);
+                CHECK(info.ic_blocks % info.threads == 0 || info.ic_blocks == panels,
+                      "%lld x 2048 x 2048 (%s) on %d threads: %lld MC blocks, not whole rounds", (long long)m,
+                      cvf_dtype_name(dtypes[d]), info.threads, (long long)info.ic_blocks);
+                CHECK(info.mc >= info.mr && info.mc * info.ic_blocks >= m && info.mc * (info.ic_blocks - 1) < m,
+                      "%lld rows: %lld blocks of up to %lld rows", (long long)m, (long long)info.ic_blocks,
+                      (long long)info.mc);
+            }
+        }
+    }
+}
+
+/* Few MR panels per thread: M blocks x column chunks within 10% of an even share on 2 and 3
+ * threads, 25% on 16 (the M split alone leaves 7 panels on 2 threads 14% over it, on 3 threads 29%,
+ * 5 panels on 16 threads 60%). */
+static void check_balance(cvf_context *const *pools)
+{
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (int p = 1; p < POOLS; p++) {
+            const int32_t threads = pool_threads[p];
+            const cvf_cpu_kernel *kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), dtypes[d], dtypes[d]);
+            for (int64_t panels = 40 / kernel->mr + 1; panels < 8 * threads; panels += 3) {
+                if (panels % threads == 0)
+                    continue;
+                int64_t m = panels * kernel->mr;
+                cvf_cpu_plan_info info = plan_of(pools[p], m, 3072, 768, dtypes[d], false);
+                if (info.path != CVF_CPU_PATH_BLOCKED || info.threads != threads)
+                    continue; /* tiles, or too little work for the pool */
+                int64_t columns = ceil_div(info.nc, info.nr);
+                int64_t even = ceil_div(panels * columns, threads);
+                int64_t busiest = busiest_tiles(&info, m, threads);
+                double limit = threads <= 3 ? 1.10 : 1.25;
+                CHECK((double)busiest <= limit * (double)even,
+                      "%s, %lld x 3072 x 768 on %d threads: %lld blocks x %lld chunks, busiest thread %lld tiles, an "
+                      "even share %lld",
+                      kernel->name, (long long)m, threads, (long long)info.ic_blocks, (long long)info.jr_chunks,
+                      (long long)busiest, (long long)even);
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    if (getenv("CVF_CPU_BLOCKS")) {
+        printf("SKIP test_plan: CVF_CPU_BLOCKS forces the blocks\n");
+        return 77;
+    }
+    cvf_context *pools[POOLS] = {NULL};
+    for (int p = 0; p < POOLS; p++) {
+        cvf_context_options options = {.device = CVF_DEVICE_CPU, .threads = pool_threads[p]};
+        if (!CHECK(cvf_context_create(&options, &pools[p]) == CVF_STATUS_SUCCESS, "a CPU context of %d threads",
+                   pool_threads[p]))
+            return test_report("test_plan");
+    }
+    printf("level %s, f32 kernel %s\n", cvf_cpu_isa_name(cvf_cpu_isa_active()),
+           cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_F32, CVF_F32)->name);
+    check_few_rows(pools);
+    check_tiny(pools);
+    check_split_k(pools);
+    check_whole_rounds(pools);
+    check_balance(pools);
+    for (int p = 0; p < POOLS; p++)
+        cvf_context_destroy(pools[p]);
+    return test_report("test_plan");
+}
