@@ -521,8 +521,10 @@ static void test_token_rows(const contexts *cx)
                 }
             }
     /* one to four rows through a row-major B wider than the stream tiles' 1024-column chunks,
-     * K from one row to several slices (and not a multiple of their 4-row steps) */
-    static const int64_t wide[][2] = {{1025, 1}, {1031, 130}, {2049, 259}};
+     * K from one row to several slices (and not a multiple of their 4-row steps); 1025 x 2000 is
+     * cut into 2 chunks on 1 and 2 threads and 3 on 3 (8 slices: 24 tasks fill 3 threads' rounds),
+     * and the sums must not change */
+    static const int64_t wide[][2] = {{1025, 1}, {1031, 130}, {2049, 259}, {1025, 2000}};
     for (int64_t m = 1; m <= 4; m++)
         for (size_t w = 0; w < ARRAY_SIZE(wide); w++) {
             size_t pick = (size_t)(m * 3 + (int64_t)w) % ARRAY_SIZE(combos);

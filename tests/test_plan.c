@@ -7,7 +7,7 @@
  *   - balance: few MR panels per thread are cut into blocks x column chunks whose busiest thread
  *     has little more than its share of tiles;
  *   - sums that do not depend on the threads: the stream tiles' and split K's slices are the same
- *     on every pool.
+ *     on every pool (the stream tiles' column chunks, which change no sum, fill the rounds).
  * Cache sizes come from this machine, so the checks are invariants, not fixed block sizes. With
  * CVF_CPU_BLOCKS set (forced blocks) the planner's rules are off and the test skips.
  */
@@ -64,6 +64,25 @@ static cvf_cpu_path expected_few_rows_path(const cvf_cpu_kernel *kernel, int64_t
     return kernel->rows ? CVF_CPU_PATH_ROWS : CVF_CPU_PATH_BLOCKED;
 }
 
+/* Rounds x columns of the stream tiles' tasks: the time of the busiest thread, in columns. */
+static int64_t stream_cost(int64_t slices, int64_t chunks, int64_t cols, int32_t threads)
+{
+    return ceil_div(slices * chunks, threads) * cols;
+}
+
+/* The stream tiles' chunks cover n in whole lines of at most 1024 columns, cost no more than the
+ * fewest chunks of 1024 would, and are those where they fill whole rounds. */
+static bool stream_chunks_ok(const cvf_cpu_plan_info *info, int64_t n)
+{
+    int64_t fewest = ceil_div(n, 1024), cols = info->stream_cols, chunks = info->stream_chunks;
+    int64_t widest = ceil_div(ceil_div(n, fewest), 64) * 64;
+    bool covers = cols % 64 == 0 && cols <= 1024 && cols * chunks >= n && cols * (chunks - 1) < n;
+    bool no_slower = stream_cost(info->stream_slices, chunks, cols, info->threads) <=
+                     stream_cost(info->stream_slices, fewest, widest, info->threads);
+    bool whole = (info->stream_slices * fewest) % info->threads != 0 || chunks == fewest;
+    return covers && no_slower && whole;
+}
+
 /* Tokens through a weight (the MLP's inference shapes): the tiles, sums independent of threads. */
 static void check_few_rows(cvf_context *const *pools)
 {
@@ -81,17 +100,29 @@ static void check_few_rows(cvf_context *const *pools)
                           path_name(info.path), path_name(want));
                     if (want != CVF_CPU_PATH_STREAM)
                         continue;
-                    /* K = 768: six slices of 128 rows; 3072 columns: three chunks of 1024 */
-                    CHECK(info.stream_slices == 6 && info.stream_chunks == 3,
-                          "%s, %lld rows, %d threads: %lld slices x %lld chunks, expected 6 x 3", kernel->name,
-                          (long long)m, pool_threads[p], (long long)info.stream_slices,
-                          (long long)info.stream_chunks);
+                    /* K = 768: six slices of 128 rows; 3072 columns: chunks of at most 1024 in whole
+                     * lines, no slower than three of 1024 (and those where 18 tasks fill whole rounds) */
+                    CHECK(info.stream_slices == 6 && stream_chunks_ok(&info, 3072),
+                          "%s, %lld rows, %d threads (%d used): %lld slices x %lld chunks of %lld columns",
+                          kernel->name, (long long)m, pool_threads[p], info.threads, (long long)info.stream_slices,
+                          (long long)info.stream_chunks, (long long)info.stream_cols);
                     CHECK(info.stream_slices == first.stream_slices,
                           "%s, %lld rows: %lld slices on %d threads, %lld on 1 (sums would differ)", kernel->name,
                           (long long)m, (long long)info.stream_slices, pool_threads[p],
                           (long long)first.stream_slices);
                 }
             }
+        }
+        /* 1 x 5120 x 4096 on 16 threads: 8 slices x 5 chunks of 1024 are 40 tasks, 3 rounds with
+         * the last half full; narrower chunks fill the rounds */
+        if (kernel->stream && dtypes[d] == CVF_F32) {
+            cvf_cpu_plan_info wide = plan_of(pools[POOLS - 1], 1, 5120, 4096, dtypes[d], false);
+            CHECK(wide.path == CVF_CPU_PATH_STREAM && wide.threads == 16 && wide.stream_slices == 8 &&
+                      stream_chunks_ok(&wide, 5120) &&
+                      stream_cost(8, wide.stream_chunks, wide.stream_cols, 16) < stream_cost(8, 5, 1024, 16),
+                  "%s, 1 x 5120 x 4096 on %d threads: %lld slices x %lld chunks of %lld columns", kernel->name,
+                  wide.threads, (long long)wide.stream_slices, (long long)wide.stream_chunks,
+                  (long long)wide.stream_cols);
         }
         /* the slices' bounds: at least one, at most eight */
         const cvf_cpu_plan_info shallow = plan_of(pools[1], 1, 2048, 100, dtypes[d], false);

@@ -35,6 +35,7 @@ typedef struct cvf_cpu_plan_info {
     int64_t splits;              /* K slices (split-K path), else 1 */
     int64_t stream_slices;       /* K slices (stream path), else 0 */
     int64_t stream_chunks;       /* column chunks (stream path), else 0 */
+    int64_t stream_cols;         /* columns of a chunk (stream path), else 0 */
 } cvf_cpu_plan_info;
 
 /* The plan cvf_cpu_matmul would make for these validated views on ctx (nothing is run). */

@@ -152,7 +152,8 @@ typedef struct gemm_plan {
     int64_t dot_cols;            /* dot, dot_rows: columns of C per task */
     bool stream;                 /* dot_rows for 1-4 rows: the stream tiles, K slices x column chunks */
     int64_t stream_slices;       /* stream: K slices (from the shape alone), summed in slice order */
-    int64_t stream_chunks;       /* stream: column chunks of STREAM_COLS */
+    int64_t stream_chunks;       /* stream: column chunks of stream_cols (the last one shorter) */
+    int64_t stream_cols;         /* stream: columns of a chunk */
     bool scan_a;                 /* dot: A is scanned for subnormals, which would cost assists */
     bool daz;                    /* the kernels run with subnormal operands read as zero (kernels_begin) */
     int64_t dot_a_ld;            /* > 0: the dot tiles read a copy of A, rows this many floats apart */
@@ -382,11 +383,34 @@ static void choose_splits(gemm_plan *plan)
 
 /* The stream tiles' work (1-4 rows through a row-major B): K in slices of at least
  * STREAM_SLICE_ROWS rows (at most STREAM_MAX_SLICES, from the shape alone: the sums are the same
- * for any thread count) by chunks of STREAM_COLS columns (a 4 KB page of each f32 B row), each
- * task's sums in L1. */
+ * for any thread count) by chunks of at most STREAM_COLS columns (a 4 KB page of each f32 B row),
+ * each task's sums in L1. */
 #define STREAM_SLICE_ROWS 128
 #define STREAM_MAX_SLICES 8
 #define STREAM_COLS 1024
+
+/*
+ * Columns of the stream tiles' chunks: STREAM_COLS, or narrower where more chunks fill the
+ * threads' rounds better (a chunk changes no sum). Each width from n / c0 (c0 chunks of at most
+ * STREAM_COLS) down to a quarter of it, in whole lines of 64 columns, is costed as rounds x width,
+ * the widest kept on a tie: one token through 3072 x 768 on 16 threads is 6 slices x 3 chunks,
+ * 18 tasks in 2 rounds of 1024 columns; 8 chunks of 384 make 48 tasks in 3 rounds, 1152 columns'
+ * time. On 2 threads the chunks stay those of STREAM_COLS at these shapes.
+ */
+static int64_t stream_chunk_cols(int64_t n, int64_t slices, int64_t threads)
+{
+    int64_t fewest = ceil_div(n, STREAM_COLS);
+    int64_t best_cols = round_up(ceil_div(n, fewest), 64), best_cost = INT64_MAX;
+    for (int64_t chunks = fewest; chunks <= 4 * fewest; chunks++) {
+        int64_t cols = round_up(ceil_div(n, chunks), 64);
+        int64_t cost = ceil_div(slices * ceil_div(n, cols), threads) * cols;
+        if (cost < best_cost) {
+            best_cost = cost;
+            best_cols = cols;
+        }
+    }
+    return best_cols;
+}
 _Static_assert(DOT_MAX_ROWS <= CVF_CPU_MR_MAX, "dot_task computes all rows in the MR_MAX x NR_MAX tile");
 
 /*
@@ -485,7 +509,8 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     plan.dot_cols = plan.dot_rows ? CVF_CPU_NR_MAX : plan.nr;
     plan.stream = plan.dot_rows && plan.kernel->stream && plan.m <= CVF_CPU_STREAM_MAX_ROWS;
     plan.stream_slices = plan.stream ? min64(max64(plan.k / STREAM_SLICE_ROWS, 1), STREAM_MAX_SLICES) : 0;
-    plan.stream_chunks = plan.stream ? ceil_div(plan.n, STREAM_COLS) : 0;
+    plan.stream_cols = plan.stream ? stream_chunk_cols(plan.n, plan.stream_slices, useful) : 0;
+    plan.stream_chunks = plan.stream ? ceil_div(plan.n, plan.stream_cols) : 0;
     plan.dot_a_ld = plan.dot || plan.dot_rows ? dot_copy_stride(a) : 0;
     /* subnormals read as zero in the fp32 FMA code: the level's fp32 kernel, or the tiles that a
      * bf16 kernel's calls of a few rows take (the bf16 hardware, tdpbf16ps and vdpbf16ps, reads
@@ -1598,7 +1623,7 @@ static void stream_task(void *arg, int64_t task, int32_t thread)
     const cvf_matrix *b = job->b;
     int64_t slice = task / plan->stream_chunks, chunk = task % plan->stream_chunks;
     int64_t p0 = plan->k * slice / plan->stream_slices, p1 = plan->k * (slice + 1) / plan->stream_slices;
-    int64_t j0 = chunk * STREAM_COLS, n = min64(STREAM_COLS, plan->n - j0);
+    int64_t j0 = chunk * plan->stream_cols, n = min64(plan->stream_cols, plan->n - j0);
     int64_t size = (int64_t)cvf_dtype_size(b->dtype);
     int64_t ldb = dot_b_stride(plan, b), lda;
     const char *rows = (const char *)b->data + (p0 * ldb + j0) * size;
@@ -1787,6 +1812,7 @@ cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix
         .splits = plan.splits,
         .stream_slices = plan.stream_slices,
         .stream_chunks = plan.stream_chunks,
+        .stream_cols = plan.stream_cols,
     };
     return info;
 }
