@@ -191,9 +191,10 @@ static void check_whole_rounds(cvf_context *const *pools)
                 CHECK(info.ic_blocks % info.threads == 0 || info.ic_blocks == panels,
                       "%lld x 2048 x 2048 (%s) on %d threads: %lld MC blocks, not whole rounds", (long long)m,
                       cvf_dtype_name(dtypes[d]), info.threads, (long long)info.ic_blocks);
-                CHECK(info.mc >= info.mr && info.mc * info.ic_blocks >= m && info.mc * (info.ic_blocks - 1) < m,
-                      "%lld rows: %lld blocks of up to %lld rows", (long long)m, (long long)info.ic_blocks,
-                      (long long)info.mc);
+                /* the panels are shared out evenly: mc is the largest block's rows */
+                CHECK(info.ic_blocks <= panels && info.mc == ceil_div(panels, info.ic_blocks) * info.mr,
+                      "%lld rows (%lld panels): %lld blocks of up to %lld rows", (long long)m, (long long)panels,
+                      (long long)info.ic_blocks, (long long)info.mc);
             }
         }
     }
