@@ -393,9 +393,11 @@ static void choose_splits(gemm_plan *plan)
  * Columns of the stream tiles' chunks: STREAM_COLS, or narrower where more chunks fill the
  * threads' rounds better (a chunk changes no sum). Each width from n / c0 (c0 chunks of at most
  * STREAM_COLS) down to a quarter of it, in whole lines of 64 columns, is costed as rounds x width,
- * the widest kept on a tie: one token through 3072 x 768 on 16 threads is 6 slices x 3 chunks,
- * 18 tasks in 2 rounds of 1024 columns; 8 chunks of 384 make 48 tasks in 3 rounds, 1152 columns'
- * time. On 2 threads the chunks stay those of STREAM_COLS at these shapes.
+ * the widest kept on a tie: one token through 5120 x 4096 on 16 threads is 8 slices x 5 chunks of
+ * 1024, 40 tasks in 3 rounds (3072 columns' time); 8 chunks of 640 make 64 tasks in 4 rounds
+ * (2560). The MLP's and an LM head's shapes keep chunks of about STREAM_COLS: their tasks already
+ * fill the rounds of the threads the call takes (one token through 3072 x 768: 18 tasks on 2 or
+ * 9 threads).
  */
 static int64_t stream_chunk_cols(int64_t n, int64_t slices, int64_t threads)
 {
