@@ -32,6 +32,7 @@ static const char *path_name(cvf_cpu_path path)
     case CVF_CPU_PATH_ROWS: return "rows";
     case CVF_CPU_PATH_SPLIT_K: return "split-k";
     case CVF_CPU_PATH_BLOCKED: return "blocked";
+    case CVF_CPU_PATH_NONE: return "none";
     }
     return "?";
 }
@@ -124,6 +125,16 @@ static void check_few_rows(cvf_context *const *pools)
                   wide.threads, (long long)wide.stream_slices, (long long)wide.stream_chunks,
                   (long long)wide.stream_cols);
         }
+        /* widths that do not divide into lines of 64 (the last chunk shorter), on every pool */
+        static const int64_t widths[] = {100, 1000, 1700, 2049, 5000};
+        for (size_t w = 0; kernel->stream && w < sizeof widths / sizeof widths[0]; w++)
+            for (int p = 0; p < POOLS; p++) {
+                cvf_cpu_plan_info info = plan_of(pools[p], 2, widths[w], 1031, dtypes[d], false);
+                CHECK(info.path == CVF_CPU_PATH_STREAM && stream_chunks_ok(&info, widths[w]),
+                      "%s, 2 x %lld x 1031 on %d threads (%d used): path %s, %lld chunks of %lld columns",
+                      kernel->name, (long long)widths[w], pool_threads[p], info.threads, path_name(info.path),
+                      (long long)info.stream_chunks, (long long)info.stream_cols);
+            }
         /* the slices' bounds: at least one, at most eight */
         const cvf_cpu_plan_info shallow = plan_of(pools[1], 1, 2048, 100, dtypes[d], false);
         const cvf_cpu_plan_info deep = plan_of(pools[1], 1, 2048, 8192, dtypes[d], false);
@@ -131,6 +142,18 @@ static void check_few_rows(cvf_context *const *pools)
             CHECK(shallow.stream_slices == 1 && deep.stream_slices == 8,
                   "%s: K = 100 in %lld slices (expected 1), K = 8192 in %lld (expected 8)", kernel->name,
                   (long long)shallow.stream_slices, (long long)deep.stream_slices);
+    }
+}
+
+/* An empty output plans nothing (cvf_cpu_matmul returns before planning). */
+static void check_empty(cvf_context *const *pools)
+{
+    for (int p = 0; p < POOLS; p++) {
+        cvf_cpu_plan_info no_cols = plan_of(pools[p], 3, 0, 768, CVF_F32, false);
+        cvf_cpu_plan_info no_rows = plan_of(pools[p], 0, 3072, 768, CVF_F32, true);
+        CHECK(no_cols.path == CVF_CPU_PATH_NONE && no_rows.path == CVF_CPU_PATH_NONE && no_cols.threads == 0,
+              "empty outputs on %d threads: paths %s and %s", pool_threads[p], path_name(no_cols.path),
+              path_name(no_rows.path));
     }
 }
 
@@ -248,6 +271,7 @@ int main(void)
     printf("level %s, f32 kernel %s\n", cvf_cpu_isa_name(cvf_cpu_isa_active()),
            cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_F32, CVF_F32)->name);
     check_few_rows(pools);
+    check_empty(pools);
     check_tiny(pools);
     check_split_k(pools);
     check_whole_rounds(pools);

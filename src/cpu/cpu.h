@@ -19,7 +19,8 @@ typedef enum cvf_cpu_path {
     CVF_CPU_PATH_DOT,     /* a few rows through a transposed B: the dot tiles */
     CVF_CPU_PATH_ROWS,    /* a few rows through a row-major B: the row tiles */
     CVF_CPU_PATH_SPLIT_K, /* small output, long K: K slices in parallel, summed in order */
-    CVF_CPU_PATH_BLOCKED  /* the five BLIS loops over packed blocks */
+    CVF_CPU_PATH_BLOCKED, /* the five BLIS loops over packed blocks */
+    CVF_CPU_PATH_NONE     /* M or N is 0: nothing is computed (a bias gradient is zeroed) */
 } cvf_cpu_path;
 
 /* What the planner chose for a product (for white-box tests): its path and, for the blocked path,
@@ -27,7 +28,7 @@ typedef enum cvf_cpu_path {
  * subnormals where they would cost assists (gemm.c, scan_a); the plan says what is tried first. */
 typedef struct cvf_cpu_plan_info {
     cvf_cpu_path path;
-    int32_t threads;             /* threads the call runs on */
+    int32_t threads;             /* threads the call runs on (0 for CVF_CPU_PATH_NONE) */
     int64_t mr, nr;              /* the kernel's tile */
     int64_t kc, mc, nc;          /* block sizes (mc: the largest MC block) */
     int64_t ic_blocks;           /* MC blocks of M */

@@ -390,19 +390,22 @@ static void choose_splits(gemm_plan *plan)
 #define STREAM_COLS 1024
 
 /*
- * Columns of the stream tiles' chunks: STREAM_COLS, or narrower where more chunks fill the
- * threads' rounds better (a chunk changes no sum). Each width from n / c0 (c0 chunks of at most
- * STREAM_COLS) down to a quarter of it, in whole lines of 64 columns, is costed as rounds x width,
- * the widest kept on a tie: one token through 5120 x 4096 on 16 threads is 8 slices x 5 chunks of
- * 1024, 40 tasks in 3 rounds (3072 columns' time); 8 chunks of 640 make 64 tasks in 4 rounds
- * (2560). The MLP's and an LM head's shapes keep chunks of about STREAM_COLS: their tasks already
- * fill the rounds of the threads the call takes (one token through 3072 x 768: 18 tasks on 2 or
- * 9 threads).
+ * Columns of the stream tiles' chunks: STREAM_COLS, or narrower where the slices x chunks tasks
+ * would not fill the threads' rounds (a chunk changes no sum). The widest chunks (c0 of at most
+ * STREAM_COLS, in whole lines of 64 columns) are kept when their tasks are a whole number of
+ * rounds; otherwise each width down to a quarter of it is costed as rounds x width (every chunk
+ * counted at full width), the widest kept on a tie. One token through 5120 x 4096 on 16 threads is
+ * 8 slices x 5 chunks of 1024, 40 tasks in 3 rounds (3072 columns' time); 8 chunks of 640 make 64
+ * tasks in 4 rounds (2560). One token through 3072 x 768 keeps 3 chunks of 1024 on 1, 2, 3 or 9
+ * threads (18 tasks) and takes 4 of 768 on 4 threads (f16/bf16 weights: 24 tasks, 6 rounds, where
+ * 18 took 5 rounds of 1024).
  */
 static int64_t stream_chunk_cols(int64_t n, int64_t slices, int64_t threads)
 {
-    int64_t fewest = ceil_div(n, STREAM_COLS);
+    int64_t fewest = max64(ceil_div(n, STREAM_COLS), 1);
     int64_t best_cols = round_up(ceil_div(n, fewest), 64), best_cost = INT64_MAX;
+    if ((slices * fewest) % threads == 0)
+        return best_cols;
     for (int64_t chunks = fewest; chunks <= 4 * fewest; chunks++) {
         int64_t cols = round_up(ceil_div(n, chunks), 64);
         int64_t cost = ceil_div(slices * ceil_div(n, cols), threads) * cols;
@@ -528,7 +531,9 @@ static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cv
     int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
     plan.packers = min64(4 * (int64_t)useful, ceil_div(plan.nc, plan.nr));
-    plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, max64(tasks, plan.packers)));
+    /* the stream tiles run their own tasks (and pack nothing): the threads their chunks were cut for */
+    int64_t runnable = plan.stream ? plan.stream_slices * plan.stream_chunks : max64(tasks, plan.packers);
+    plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, runnable));
 
     plan.b_stride = cvf_round_up_64(
         (size_t)(cvf_cpu_pack_depth(plan.kernel->format, plan.kc) * round_up(plan.nc, plan.nr) * plan.elt));
@@ -1800,9 +1805,12 @@ static cvf_cpu_path plan_path(const gemm_plan *plan, bool tiles)
 cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
                                         const cvf_matrix *c, const cvf_epilogue *ep)
 {
+    if (c->rows == 0 || c->cols == 0) /* cvf_cpu_matmul plans nothing */
+        return (cvf_cpu_plan_info){.path = CVF_CPU_PATH_NONE, .splits = 1};
     gemm_plan plan = make_plan(ctx, a, b, c, ep);
+    cvf_cpu_path path = plan_path(&plan, plan.dot || plan.dot_rows);
     cvf_cpu_plan_info info = {
-        .path = plan_path(&plan, plan.dot || plan.dot_rows),
+        .path = path,
         .threads = plan.threads,
         .mr = plan.mr,
         .nr = plan.nr,
@@ -1811,7 +1819,7 @@ cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix
         .nc = plan.nc,
         .ic_blocks = plan.ic_blocks,
         .jr_chunks = plan.jr_chunks,
-        .splits = plan.splits,
+        .splits = path == CVF_CPU_PATH_SPLIT_K ? plan.splits : 1,
         .stream_slices = plan.stream_slices,
         .stream_chunks = plan.stream_chunks,
         .stream_cols = plan.stream_cols,
@@ -1879,6 +1887,8 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
         break;
     case CVF_CPU_PATH_BLOCKED:
         run_blocks(ctx, &job);
+        break;
+    case CVF_CPU_PATH_NONE: /* returned above */
         break;
     }
     if (ep->bias_grad)
