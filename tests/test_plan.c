@@ -135,6 +135,15 @@ static void check_few_rows(cvf_context *const *pools)
                       kernel->name, (long long)widths[w], pool_threads[p], info.threads, path_name(info.path),
                       (long long)info.stream_chunks, (long long)info.stream_cols);
             }
+        /* test_ops' case for chunks that differ with the thread count (its sums must not): 4 x 1025
+         * x 2000 in 2 chunks on 1 and 2 threads, 3 on 3 */
+        for (int p = 0; kernel->stream && p < 3; p++) {
+            cvf_cpu_plan_info info = plan_of(pools[p], 4, 1025, 2000, dtypes[d], false);
+            int64_t want = pool_threads[p] == 3 ? 3 : 2;
+            CHECK(info.path == CVF_CPU_PATH_STREAM && info.stream_chunks == want,
+                  "%s, 4 x 1025 x 2000 on %d threads: path %s, %lld chunks, test_ops expects %lld", kernel->name,
+                  pool_threads[p], path_name(info.path), (long long)info.stream_chunks, (long long)want);
+        }
         /* the slices' bounds: at least one, at most eight */
         const cvf_cpu_plan_info shallow = plan_of(pools[1], 1, 2048, 100, dtypes[d], false);
         const cvf_cpu_plan_info deep = plan_of(pools[1], 1, 2048, 8192, dtypes[d], false);
