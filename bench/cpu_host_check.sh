@@ -8,7 +8,8 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d"  groups to leave out
+#   SKIP="cores tests suite scaling small torch split2d blocks rounds15"  groups to leave out
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       alternations of the blocks and rounds15 groups
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -163,6 +164,58 @@ if ! skip split2d; then
             CVF_CPU_BLOCKS=$blocks bench "$name" "split2d:$blocks" "$MANY" --op matmul-relu --dtype bf16 \
                 --m 2048 --n 2048 --k 2048 $SUITE_REP
         fi
+    done
+fi
+
+# ---- issue 16: the M split at many threads inside one binary: MC blocks forced to the rows that
+# make 16, 22, 32 and 43 blocks of 4096 rows (12-row panels of the AVX-512 fp32 kernel; "0,MC,0"
+# keeps kc and nc), and for the AMX bf16 2048^3 case 32 blocks of 64 rows against the default,
+# alternated over BLOCK_ROUNDS rounds (one block per thread leaves no slack for a slowed core;
+# more blocks re-read each B micro-panel more often) ----
+if ! skip blocks; then
+    for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+        for mc in default 264 192 132 96; do
+            for what in "gemm f32" "matmul-relu f16"; do
+                set -- $what
+                name="blocks_r${round}_$1_$2_$mc"
+                if [ "$mc" = default ]; then
+                    bench "$name" "blocks:$mc" "$MANY" --op "$1" --dtype "$2" --m $MM --n $MM --k $MM --repeat 5 --warmup 1
+                else
+                    CVF_CPU_BLOCKS=0,$mc,0 bench "$name" "blocks:$mc" "$MANY" --op "$1" --dtype "$2" --m $MM --n $MM \
+                        --k $MM --repeat 5 --warmup 1
+                fi
+            done
+        done
+        for mc in default 64; do
+            name="blocks_r${round}_bf16_$mc"
+            if [ "$mc" = default ]; then
+                bench "$name" "blocks:$mc" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 --repeat 20 --warmup 2
+            else
+                CVF_CPU_BLOCKS=0,$mc,0 bench "$name" "blocks:$mc" "$MANY" --op matmul-relu --dtype bf16 --m 2048 \
+                    --n 2048 --k 2048 --repeat 20 --warmup 2
+            fi
+        done
+    done
+fi
+
+# ---- issue 15's cases, ours and PyTorch eager alternated over I15_ROUNDS rounds with more repeats
+# (a 20 ms call on this host needs more than 10 to give a median that repeats) ----
+if ! skip rounds15; then
+    for round in $(seq "${I15_ROUNDS:-3}"); do
+        for dt in bf16 f32; do
+            rep="--repeat 40 --warmup 4"
+            [ $dt = f32 ] && rep="--repeat 20 --warmup 2"
+            bench "r15_r${round}_mlpbw_$dt" "rounds15" "$MANY" --op mlp-backward --dtype $dt --S $S15 --H 768 --I 3072 $rep
+            torch_bench "r15t_r${round}_mlpbw_$dt" "rounds15" "$MANY" --op mlp-backward --dtype $dt --S $S15 --H 768 \
+                --I 3072 $rep
+        done
+        for t in $(echo "$MANY" 2 | tr ' ' '\n' | awk '!seen[$0]++'); do
+            rep="--repeat 40 --warmup 4"
+            [ "$t" -le 2 ] && rep="--repeat 10 --warmup 2"
+            bench "r15_r${round}_mmrelu_t$t" "rounds15" "$t" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 $rep
+            torch_bench "r15t_r${round}_mmrelu_t$t" "rounds15" "$t" --op matmul-relu --dtype bf16 --m 2048 --n 2048 \
+                --k 2048 $rep
+        done
     done
 fi
 

@@ -9,7 +9,8 @@
  *   - sums that do not depend on the threads: the stream tiles' and split K's slices are the same
  *     on every pool (the stream tiles' column chunks, which change no sum, fill the rounds).
  * Cache sizes come from this machine, so the checks are invariants, not fixed block sizes. With
- * CVF_CPU_BLOCKS set (forced blocks) the planner's rules are off and the test skips.
+ * CVF_CPU_BLOCKS set (forced blocks) the planner's rules are off and the test skips, except for
+ * "0,MC,0" (only the MC blocks forced), whose plans it checks instead.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,9 +265,45 @@ static void check_balance(cvf_context *const *pools)
     }
 }
 
+/* CVF_CPU_BLOCKS="0,MC,0" (ctest's test_plan_forced_mc): only the MC blocks are forced, to at most
+ * MC rows (whole MR panels, at least one) and at least one block per thread, with no other rule
+ * adding or balancing blocks (few blocks: column chunks fill the threads); kc and nc keep
+ * their defaults (a kc as wide as K = 256 fits any L1 of this kernel's micro-panel, and NC covers
+ * 512 columns). */
+static void check_forced_mc(cvf_context *const *pools, int64_t forced_mc)
+{
+    static const int64_t rows[] = {1, 100, 768, 2048, 4096};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        for (int p = 0; p < POOLS; p++) {
+            cvf_cpu_plan_info info = plan_of(pools[p], rows[r], 512, 256, CVF_F32, false);
+            if (info.path != CVF_CPU_PATH_BLOCKED)
+                continue; /* tiles for a few rows, direct for tiny products */
+            int64_t mc_max = forced_mc / info.mr * info.mr, panels = ceil_div(rows[r], info.mr);
+            if (mc_max < info.mr)
+                mc_max = info.mr;
+            int64_t blocks = ceil_div(rows[r], mc_max), threads = info.threads;
+            if (blocks < threads) /* at least one block per thread, then column chunks fill the rest */
+                blocks = threads < panels ? threads : panels;
+            int64_t chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
+            if (chunks > ceil_div(info.nc, info.nr))
+                chunks = ceil_div(info.nc, info.nr);
+            CHECK(info.ic_blocks == blocks && info.mc == ceil_div(panels, blocks) * info.mr && info.mc <= mc_max &&
+                      info.jr_chunks == chunks,
+                  "forced mc %lld, %lld rows on %d threads: %lld blocks of up to %lld rows, %lld chunks",
+                  (long long)forced_mc, (long long)rows[r], pool_threads[p], (long long)info.ic_blocks,
+                  (long long)info.mc, (long long)info.jr_chunks);
+            CHECK(info.kc == 256 && info.nc == 512, "forced mc only: kc %lld (K 256), nc %lld (N 512)",
+                  (long long)info.kc, (long long)info.nc);
+        }
+    }
+}
+
 int main(void)
 {
-    if (getenv("CVF_CPU_BLOCKS")) {
+    const char *forced = getenv("CVF_CPU_BLOCKS");
+    long long forced_mc = 0;
+    char rest = 0;
+    if (forced && !(sscanf(forced, "0,%lld,0%c", &forced_mc, &rest) == 1 && forced_mc > 0)) {
         printf("SKIP test_plan: CVF_CPU_BLOCKS forces the blocks\n");
         return 77;
     }
@@ -279,6 +316,12 @@ int main(void)
     }
     printf("level %s, f32 kernel %s\n", cvf_cpu_isa_name(cvf_cpu_isa_active()),
            cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_F32, CVF_F32)->name);
+    if (forced_mc > 0) {
+        check_forced_mc(pools, forced_mc);
+        for (int p = 0; p < POOLS; p++)
+            cvf_context_destroy(pools[p]);
+        return test_report("test_plan");
+    }
     check_few_rows(pools);
     check_empty(pools);
     check_tiny(pools);

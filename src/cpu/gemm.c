@@ -84,7 +84,9 @@ typedef struct forced_blocks {
  * blocks drive every loop and edge of the driver on small shapes; for tuning). With chunks, M is cut
  * into MC blocks only (not into at least one block per thread) and each NC block's panels into that
  * many column chunks: the tasks are then blocks x chunks, a 2-D split (tests: the chunk path on
- * every shape; tuning: fewer, taller blocks on many threads). Zeros when unset.
+ * every shape; tuning: fewer, taller blocks on many threads). A field of 0 keeps that size's default
+ * ("0,192,0": only the MC blocks forced, for an A/B of the M split in one binary); only a forced kc
+ * puts the planner in the tests' mode (every thread, no direct kernel). Zeros when unset.
  */
 static forced_blocks read_forced_blocks(void)
 {
@@ -92,8 +94,8 @@ static forced_blocks read_forced_blocks(void)
     const char *text = getenv("CVF_CPU_BLOCKS");
     long long k = 0, m = 0, n = 0, chunks = 0;
     int fields = text ? sscanf(text, "%lld,%lld,%lld,%lld", &k, &m, &n, &chunks) : 0;
-    if ((fields == 3 || (fields == 4 && chunks > 0 && chunks <= 64)) && k > 0 && m > 0 && n > 0 && k <= 4096 &&
-        m <= 65536 && n <= 65536) {
+    if ((fields == 3 || (fields == 4 && chunks > 0 && chunks <= 64)) && k >= 0 && m >= 0 && n >= 0 &&
+        k + m + n > 0 && k <= 4096 && m <= 65536 && n <= 65536) {
         forced.kc = k, forced.mc = m, forced.nc = n, forced.chunks = fields == 4 ? chunks : 0;
     }
     return forced;
