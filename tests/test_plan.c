@@ -265,6 +265,31 @@ static void check_balance(cvf_context *const *pools)
     }
 }
 
+/* The AMX kernel (bf16 tiles; only where the CPU has AMX, else said and skipped): two blocks per
+ * thread, of at least 2 panels, so that a slowed core sheds work (2048 rows on 16 threads: 32
+ * blocks of 64 rows, where one block per thread made it hold up every pass). */
+static void check_amx_blocks(cvf_context *const *pools)
+{
+    const cvf_cpu_kernel *kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_BF16, CVF_BF16);
+    if (kernel->format != CVF_CPU_PACK_BF16_TILES) {
+        printf("skipped: AMX blocks (the bf16 kernel here is %s)\n", kernel->name);
+        return;
+    }
+    static const int64_t rows[] = {1024, 2048, 3072, 4096};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        for (int p = 1; p < POOLS; p++) {
+            cvf_cpu_plan_info info = plan_of(pools[p], rows[r], 2048, 2048, CVF_BF16, false);
+            int64_t panels = ceil_div(rows[r], info.mr), threads = info.threads;
+            if (info.path != CVF_CPU_PATH_BLOCKED || threads != pool_threads[p])
+                continue;
+            int64_t want = 2 * threads < panels / 2 ? 2 * threads : panels / 2;
+            CHECK(info.ic_blocks >= want && ceil_div(panels, info.ic_blocks) >= 2,
+                  "AMX, %lld x 2048 x 2048 on %d threads: %lld blocks of up to %lld rows (want >= %lld of >= 2 panels)",
+                  (long long)rows[r], (int)threads, (long long)info.ic_blocks, (long long)info.mc, (long long)want);
+        }
+    }
+}
+
 /* CVF_CPU_BLOCKS="0,MC,0" (ctest's test_plan_forced_mc): only the MC blocks are forced, to at most
  * MC rows (whole MR panels, at least one) and at least one block per thread, with no other rule
  * adding or balancing blocks (few blocks: column chunks fill the threads); kc and nc keep
@@ -328,6 +353,7 @@ int main(void)
     check_split_k(pools);
     check_whole_rounds(pools);
     check_balance(pools);
+    check_amx_blocks(pools);
     for (int p = 0; p < POOLS; p++)
         cvf_context_destroy(pools[p]);
     return test_report("test_plan");

@@ -219,6 +219,17 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 #define MIN_BLOCK_ROWS 192
 
 /*
+ * The AMX kernel's blocks: at least AMX_MIN_BLOCK_PANELS panels (64 rows), AMX_BLOCKS_PER_THREAD
+ * per thread where M allows. Its B micro-panels stream from L2 for every panel whatever the block
+ * (see AMX_KC_MAX), so small blocks lose no L1 reuse, and 16 threads of 2048 rows in one block
+ * each left a slowed core holding up every pass: on the 16-core host (cores at 0.66-1.07 of one
+ * alone's rate when others run) 32 blocks of 64 rows against 16 of 128 (CVF_CPU_BLOCKS=0,64,0)
+ * ran MatMul+ReLU bf16 2048^3 in 6.75 / 4.16 / 5.16 ms against 8.19 / 4.61 / 5.13 (PERF.md).
+ */
+#define AMX_MIN_BLOCK_PANELS 2
+#define AMX_BLOCKS_PER_THREAD 2
+
+/*
  * The deepest K panel of the AMX kernel. Its 2 x 2 tiles need 4 KB of operands per 64 cycles of
  * tdpbf16ps, more than L1 can hold for long: the A and B micro-panels stream from L2 whatever KC
  * is, so KC is chosen to spare the fp32 block instead: one pass up to K = 2048 (2048^3 on one thread:
@@ -270,16 +281,16 @@ static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
  * a count that is not a multiple of theirs leaves all but a few idle at the end of every pass
  * (2048^3 on 2 threads: 9 blocks of 228 rows ran 1.07-1.11x OpenBLAS's time, 10 blocks of 204-210
  * rows 1.00-1.02, 8 of 258 0.99-1.02; PERF.md, issue 16). The next multiple while the blocks keep
- * MIN_BLOCK_PANELS panels (more, smaller blocks leave a slowed thread less to hold up), else the
+ * min_panels panels (more, smaller blocks leave a slowed thread less to hold up), else the
  * previous one (blocks a little over half of L2: 22 blocks on 16 threads, one round and a sixth,
  * become 16 rather than 32 of 11 panels).
  */
-static int64_t whole_rounds(int64_t blocks, int64_t threads, int64_t panels)
+static int64_t whole_rounds(int64_t blocks, int64_t threads, int64_t panels, int64_t min_panels)
 {
     if (blocks % threads == 0 || blocks >= panels)
         return blocks;
     int64_t more = round_up(blocks, threads), fewer = blocks / threads * threads;
-    if (fewer == 0 || panels / more >= MIN_BLOCK_PANELS)
+    if (fewer == 0 || panels / more >= min_panels)
         return min64(more, panels);
     return fewer;
 }
@@ -327,17 +338,20 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     /* a few blocks per thread, so that a thread slowed by other work on its core does not hold up
      * the others at the end of each pass; but no fewer than MIN_BLOCK_PANELS MR panels each, or
      * each B micro-panel brought to L1 serves too few kernel calls (768 rows in 7 blocks of 112
-     * ran at 70% of the speed of 4 blocks of 192) */
+     * ran at 70% of the speed of 4 blocks of 192); AMX: AMX_BLOCKS_PER_THREAD of at least
+     * AMX_MIN_BLOCK_PANELS, its B micro-panels coming from L2 for every panel anyway */
+    const bool amx = plan->kernel->format == CVF_CPU_PACK_BF16_TILES;
+    const int64_t min_panels = amx ? AMX_MIN_BLOCK_PANELS : MIN_BLOCK_PANELS;
+    const int64_t min_rows = amx ? min_panels * plan->mr : max64(min_panels * plan->mr, MIN_BLOCK_ROWS);
     if (forced_mc <= 0)
-        blocks = max64(blocks, min64(4 * threads,
-                                     ceil_div(max64(plan->m, 1), max64(MIN_BLOCK_PANELS * plan->mr, MIN_BLOCK_ROWS))));
+        blocks = max64(blocks, min64((amx ? AMX_BLOCKS_PER_THREAD : 4) * threads, ceil_div(max64(plan->m, 1), min_rows)));
     if (cfg->forced.chunks > 0) { /* a forced 2-D split: MC blocks x chunks */
         plan->jr_chunks = cfg->forced.chunks;
     } else {
         blocks = max64(blocks, min64(threads, panels));
         plan->jr_chunks = blocks < threads ? ceil_div(threads, blocks) : 1;
         if (plan->jr_chunks == 1 && forced_mc <= 0)
-            blocks = whole_rounds(blocks, threads, panels);
+            blocks = whole_rounds(blocks, threads, panels, min_panels);
     }
     blocks = min64(blocks, panels);
     plan->ic_blocks = blocks; /* block_rows shares the MR panels out evenly */
