@@ -4,12 +4,14 @@
 # --suite cpu`, the thread-scaling sweep of issue 16 (ours vs OpenBLAS), issue 15's cases beside
 # PyTorch eager (bench/torch_cpu_bench.py), and a summary. Run from the repository root:
 #   bash bench/cpu_host_check.sh                 # logs and results under $OUT (default /tmp/cvfuse-out)
-# Results: $OUT/cpu.jsonl (every JSON row: `cvfuse bench --json-out` rows with "impl":"cvfuse", torch
+# Results: $OUT/sbs.jsonl (ours and PyTorch in one process, bench/torch_cpu_side_by_side.py),
+# $OUT/cpu.jsonl (every JSON row: `cvfuse bench --json-out` rows with "impl":"cvfuse", torch
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks rounds15"  groups to leave out
-#   BLOCK_ROUNDS=3 I15_ROUNDS=3       alternations of the blocks and rounds15 groups
+#   SKIP="cores tests suite scaling small torch split2d blocks sbs small_s"  groups to leave out
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       alternations of the blocks and sbs groups
+#   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -198,24 +200,58 @@ if ! skip blocks; then
     done
 fi
 
-# ---- issue 15's cases, ours and PyTorch eager alternated over I15_ROUNDS rounds with more repeats
-# (a 20 ms call on this host needs more than 10 to give a median that repeats) ----
-if ! skip rounds15; then
+# ---- issue 15's cases, ours and PyTorch eager in one process (bench/torch_cpu_side_by_side.py,
+# through the Python extension built here; DLPACK_INCLUDE_DIR where the host lacks libdlpack-dev),
+# over I15_ROUNDS rounds: separate processes minutes apart disagree by up to 1.5x on this host ----
+if ! skip sbs; then
+    ( cmake -S python -B "$BUILD-py" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF -DPython_EXECUTABLE="$(command -v "$PYTHON")" \
+        ${DLPACK_INCLUDE_DIR:+-DDLPACK_INCLUDE_DIR=$DLPACK_INCLUDE_DIR} && cmake --build "$BUILD-py" -j "$JOBS" ) \
+        > "$OUT/python_build.log" 2>&1 || tail -20 "$OUT/python_build.log"
+    rm -rf "$OUT/pkg" && mkdir -p "$OUT/pkg" && cp -r python/cvfuse "$OUT/pkg/" && cp "$BUILD-py"/_cvfuse*.so "$OUT/pkg/cvfuse/"
+    sbs() { # NAME THREADS ARGS...: one side-by-side run, its row appended to $OUT/sbs.jsonl
+        local name=$1 t=$2; shift 2
+        PYTHONPATH="$OUT/pkg" step "$name" 120 "$PYTHON" bench/torch_cpu_side_by_side.py --threads "$t" "$@" \
+            --json-out "$OUT/sbs.jsonl"
+        grep -E "^ +(gemm|matmul-relu|mlp-backward) |Error" "$OUT/$name.log"
+    }
     for round in $(seq "${I15_ROUNDS:-3}"); do
-        for dt in bf16 f32; do
-            rep="--repeat 40 --warmup 4"
-            [ $dt = f32 ] && rep="--repeat 20 --warmup 2"
-            bench "r15_r${round}_mlpbw_$dt" "rounds15" "$MANY" --op mlp-backward --dtype $dt --S $S15 --H 768 --I 3072 $rep
-            torch_bench "r15t_r${round}_mlpbw_$dt" "rounds15" "$MANY" --op mlp-backward --dtype $dt --S $S15 --H 768 \
-                --I 3072 $rep
+        sbs "sbs_r${round}_mmrelu_t$MANY" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 --repeat 30 --warmup 3
+        sbs "sbs_r${round}_mlpbw_bf16" "$MANY" --op mlp-backward --dtype bf16 --S $S15 --H 768 --I 3072 --repeat 20 --warmup 3
+        sbs "sbs_r${round}_mlpbw_f32" "$MANY" --op mlp-backward --dtype f32 --S $S15 --H 768 --I 3072 --repeat 10 --warmup 2
+        sbs "sbs_r${round}_mmrelu_t2" 2 --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 --repeat 10 --warmup 2
+        sbs "sbs_r${round}_mlpbw_bf16_s256" "$MANY" --op mlp-backward --dtype bf16 --S 256 --H 768 --I 3072 --repeat 30 --warmup 3
+    done
+fi
+
+# ---- a short backward on many threads (S = 256: 1.5-1.65x PyTorch's time at 16 threads, where
+# S = 2048 is at ~1.0): its GEMMs as plain products under the default split and forced 2-D splits
+# (CVF_CPU_BLOCKS's fourth field: 1 block x 16 chunks reads each B column once; the balance's
+# tie-break today prefers fewer chunks) ----
+if ! skip small_s; then
+    for round in 1 2; do
+        for v in default 0,256,0,16 0,64,0,4; do
+            for dims in "256 3072 768" "256 768 3072"; do
+                set -- $dims
+                name="smalls_r${round}_${1}x${2}x${3}_${v//,/_}"
+                if [ $v = default ]; then
+                    bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m $1 --n $2 --k $3 --repeat 30 --warmup 3
+                else
+                    CVF_CPU_BLOCKS=$v bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m $1 --n $2 --k $3 \
+                        --repeat 30 --warmup 3
+                fi
+            done
         done
-        for t in $(echo "$MANY" 2 | tr ' ' '\n' | awk '!seen[$0]++'); do
-            rep="--repeat 40 --warmup 4"
-            [ "$t" -le 2 ] && rep="--repeat 10 --warmup 2"
-            bench "r15_r${round}_mmrelu_t$t" "rounds15" "$t" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 $rep
-            torch_bench "r15t_r${round}_mmrelu_t$t" "rounds15" "$t" --op matmul-relu --dtype bf16 --m 2048 --n 2048 \
-                --k 2048 $rep
+        for v in default 0,768,0,16 0,192,0,4 0,96,0,2; do
+            name="smalls_r${round}_768x3072x256_${v//,/_}"
+            if [ $v = default ]; then
+                bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m 768 --n 3072 --k 256 --repeat 30 --warmup 3
+            else
+                CVF_CPU_BLOCKS=$v bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m 768 --n 3072 --k 256 \
+                    --repeat 30 --warmup 3
+            fi
         done
+        bench "smalls_r${round}_mlpbw" "small_s:default" "$MANY" --op mlp-backward --dtype bf16 --S 256 --H 768 --I 3072 \
+            --repeat 30 --warmup 3
     done
 fi
 
