@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""cvfuse and PyTorch eager on the CPU in one process, alternated call by call (issue 15).
+"""cvfuse and PyTorch eager on the CPU in one process, alternated in blocks of calls (issue 15).
 
 `cvfuse bench` and bench/torch_cpu_bench.py run in separate processes, minutes apart; on a shared
 many-core host the machine changes between them (the 16-core device host: one process's median
@@ -20,7 +20,8 @@ other library's threads still spin on the same CPUs runs slower (our 16-thread M
 S = 256 on the 16-core host: 9.4 ms in strict call-by-call alternation, 3.1 ms alone in `cvfuse
 bench`). So the sides alternate in blocks: one untimed call (which absorbs the other side's
 spinning threads), then --block timed calls, each side hot as in a loop of its own calls; a pair
-is then two neighbouring blocks' medians.
+is then two neighbouring blocks' medians. The side that goes first alternates from pair to pair,
+so that a steady drift of the machine cancels out of the pairs.
 Threads: torch.set_num_threads(N); cvfuse's context takes one thread per CPU the process may run
 on, so the process is first restricted to N CPUs (sched_setaffinity; both libraries then share
 them). --check compares both sides' outputs with each other once (largest relative Frobenius
@@ -83,6 +84,8 @@ def main():
     p.add_argument("--json-out")
     p.add_argument("--check", action="store_true")
     args = p.parse_args()
+    if args.repeat < 1 or args.block < 1 or args.warmup < 0:
+        p.error("--repeat and --block must be at least 1, --warmup at least 0")
 
     cpus = sorted(os.sched_getaffinity(0))
     threads = args.threads or len(cpus)
@@ -102,9 +105,10 @@ def main():
         ours()
         theirs()
     t_ours, t_theirs, pairs = [], [], []
-    for done in range(0, args.repeat, args.block):
-        medians = []
-        for fn, times in ((ours, t_ours), (theirs, t_theirs)):
+    for index, done in enumerate(range(0, args.repeat, args.block)):
+        sides = [(ours, t_ours), (theirs, t_theirs)]
+        medians = {}
+        for fn, times in (sides if index % 2 == 0 else sides[::-1]):
             fn()  # untimed: the other side's threads may still spin
             block = []
             for _ in range(min(args.block, args.repeat - done)):
@@ -112,8 +116,8 @@ def main():
                 fn()
                 block.append((time.perf_counter() - start) * 1e3)
             times.extend(block)
-            medians.append(statistics.median(block))
-        pairs.append(medians[0] / medians[1])
+            medians[fn] = statistics.median(block)
+        pairs.append(medians[ours] / medians[theirs])
     pair = statistics.median(pairs)
     med_o, med_t = statistics.median(t_ours), statistics.median(t_theirs)
     shape = " ".join("%s=%d" % nd for nd in zip(names, dims))
@@ -122,6 +126,7 @@ def main():
           "ratio %.3f  pairs %.3f" % (args.op, args.dtype, shape, threads, threads_used, med_o, min(t_ours), med_t,
                                       min(t_theirs), med_o / med_t, pair), flush=True)
     row = {"op": args.op, "dtype": args.dtype, "shape": dict(zip(names, dims)), "threads": threads,
+           "cvfuse_threads": threads_used, "pairs": len(pairs),
            "ms": med_o, "min_ms": min(t_ours), "torch_ms": med_t, "torch_min_ms": min(t_theirs),
            "ratio": med_o / med_t, "pair_ratio": pair, "repeat": args.repeat, "warmup": args.warmup, "block": args.block,
            "torch": torch.__version__, "impl": "side-by-side"}

@@ -327,8 +327,9 @@ int main(void)
 {
     const char *forced = getenv("CVF_CPU_BLOCKS");
     long long forced_mc = 0;
-    char rest = 0;
-    if (forced && !(sscanf(forced, "0,%lld,0%c", &forced_mc, &rest) == 1 && forced_mc > 0)) {
+    int end = -1; /* "0,MC,0" and nothing after it, with MC in the planner's range */
+    if (forced && !(sscanf(forced, "0,%lld,0%n", &forced_mc, &end) == 1 && end >= 0 && forced[end] == '\0' &&
+                    forced_mc > 0 && forced_mc <= 65536)) {
         printf("SKIP test_plan: CVF_CPU_BLOCKS forces the blocks\n");
         return 77;
     }

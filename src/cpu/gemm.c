@@ -85,8 +85,9 @@ typedef struct forced_blocks {
  * into MC blocks only (not into at least one block per thread) and each NC block's panels into that
  * many column chunks: the tasks are then blocks x chunks, a 2-D split (tests: the chunk path on
  * every shape; tuning: fewer, taller blocks on many threads). A field of 0 keeps that size's default
- * ("0,192,0": only the MC blocks forced, for an A/B of the M split in one binary); only a forced kc
- * puts the planner in the tests' mode (every thread, no direct kernel). Zeros when unset.
+ * ("0,192,0": only the MC blocks forced, for an A/B of the M split in one binary; "0,0,0,3": only
+ * the chunks); only a forced kc puts the planner in the tests' mode (every thread, no direct
+ * kernel). Zeros when unset.
  */
 static forced_blocks read_forced_blocks(void)
 {
@@ -94,8 +95,8 @@ static forced_blocks read_forced_blocks(void)
     const char *text = getenv("CVF_CPU_BLOCKS");
     long long k = 0, m = 0, n = 0, chunks = 0;
     int fields = text ? sscanf(text, "%lld,%lld,%lld,%lld", &k, &m, &n, &chunks) : 0;
-    if ((fields == 3 || (fields == 4 && chunks > 0 && chunks <= 64)) && k >= 0 && m >= 0 && n >= 0 &&
-        k + m + n > 0 && k <= 4096 && m <= 65536 && n <= 65536) {
+    if ((fields == 3 || (fields == 4 && chunks > 0 && chunks <= 64)) && k >= 0 && m >= 0 && n >= 0 && k <= 4096 &&
+        m <= 65536 && n <= 65536 && (k > 0 || m > 0 || n > 0 || fields == 4)) {
         forced.kc = k, forced.mc = m, forced.nc = n, forced.chunks = fields == 4 ? chunks : 0;
     }
     return forced;
@@ -219,8 +220,8 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 #define MIN_BLOCK_ROWS 192
 
 /*
- * The AMX kernel's blocks: at least AMX_MIN_BLOCK_PANELS panels (64 rows), AMX_BLOCKS_PER_THREAD
- * per thread where M allows. Its B micro-panels stream from L2 for every panel whatever the block
+ * The AMX kernel's blocks: up to AMX_BLOCKS_PER_THREAD per thread, of about AMX_MIN_BLOCK_PANELS
+ * panels (64 rows) at the least, where M allows. Its B micro-panels stream from L2 for every panel whatever the block
  * (see AMX_KC_MAX), so small blocks lose no L1 reuse, and 16 threads of 2048 rows in one block
  * each left a slowed core holding up every pass: on the 16-core host (cores at 0.66-1.07 of one
  * alone's rate when others run) 32 blocks of 64 rows against 16 of 128 (CVF_CPU_BLOCKS=0,64,0)
@@ -338,8 +339,8 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     /* a few blocks per thread, so that a thread slowed by other work on its core does not hold up
      * the others at the end of each pass; but no fewer than MIN_BLOCK_PANELS MR panels each, or
      * each B micro-panel brought to L1 serves too few kernel calls (768 rows in 7 blocks of 112
-     * ran at 70% of the speed of 4 blocks of 192); AMX: AMX_BLOCKS_PER_THREAD of at least
-     * AMX_MIN_BLOCK_PANELS, its B micro-panels coming from L2 for every panel anyway */
+     * ran at 70% of the speed of 4 blocks of 192); AMX: AMX_BLOCKS_PER_THREAD of about
+     * AMX_MIN_BLOCK_PANELS at the least, its B micro-panels coming from L2 for every panel anyway */
     const bool amx = plan->kernel->format == CVF_CPU_PACK_BF16_TILES;
     const int64_t min_panels = amx ? AMX_MIN_BLOCK_PANELS : MIN_BLOCK_PANELS;
     const int64_t min_rows = amx ? min_panels * plan->mr : max64(min_panels * plan->mr, MIN_BLOCK_ROWS);
