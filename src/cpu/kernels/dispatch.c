@@ -40,6 +40,9 @@ static const cvf_cpu_kernel f32_avx512 = {
     .format = CVF_CPU_PACK_F32,
     .run = cvf_cpu_kernel_f32_avx512,
     .run_fused = cvf_cpu_kernel_f32_avx512_fused,
+    /* AVX2 code too: the A pack's 8 x 8 transposes, 12 rows as 8 + 4; A's pack 1.3% -> 0.8% of a
+     * 2048^3 product's samples (PERF.md, 2026-12-05 fourth session) */
+    .interleave = cvf_cpu_interleave_f32_avx2,
     .dot = cvf_cpu_dot_avx2, /* AVX2 code, on every AVX-512 CPU: the MLP at S = 8 1.43x -> 1.11x
                                     OpenBLAS (2 threads, development VM; PERF.md, issue 16) */
     .rows = cvf_cpu_rows_avx2,
