@@ -53,6 +53,11 @@ bench() {
     grep -E "^ +(gemm|matmul-relu|mlp-backward|mlp-forward) " "$OUT/$name.log"
     rows "$name" "$group" "${CVF_CPU_ISA:-default}" ',"impl":"cvfuse"'
 }
+# bench_blocks BLOCKS NAME GROUP THREADS [ARGS...]: bench under CVF_CPU_BLOCKS=BLOCKS ("default": unset).
+bench_blocks() {
+    local blocks=$1; shift
+    if [ "$blocks" = default ]; then bench "$@"; else CVF_CPU_BLOCKS=$blocks bench "$@"; fi
+}
 # torch NAME GROUP THREADS [ARGS...]: bench/torch_cpu_bench.py at THREADS threads.
 torch_bench() {
     local name=$1 group=$2 t=$3; shift 3
@@ -159,13 +164,8 @@ fi
 # whether too few AMX panels per B micro-panel cost the 16-thread runs their speed (PERF.md issue 15) ----
 if ! skip split2d; then
     for blocks in default 2048,128,2048 2048,256,2048,2 2048,512,2048,4; do
-        name="split2d_${blocks//,/_}"
-        if [ "$blocks" = default ]; then
-            bench "$name" "split2d:$blocks" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 $SUITE_REP
-        else
-            CVF_CPU_BLOCKS=$blocks bench "$name" "split2d:$blocks" "$MANY" --op matmul-relu --dtype bf16 \
-                --m 2048 --n 2048 --k 2048 $SUITE_REP
-        fi
+        bench_blocks "$blocks" "split2d_${blocks//,/_}" "split2d:$blocks" "$MANY" --op matmul-relu --dtype bf16 \
+            --m 2048 --n 2048 --k 2048 $SUITE_REP
     done
 fi
 
@@ -178,25 +178,19 @@ fi
 if ! skip blocks; then
     for round in $(seq "${BLOCK_ROUNDS:-3}"); do
         for mc in default 264 192 132 96; do
+            blocks=default
+            [ "$mc" = default ] || blocks=0,$mc,0
             for what in "gemm f32" "matmul-relu f16"; do
                 set -- $what
-                name="blocks_r${round}_$1_$2_$mc"
-                if [ "$mc" = default ]; then
-                    bench "$name" "blocks:$mc" "$MANY" --op "$1" --dtype "$2" --m $MM --n $MM --k $MM --repeat 5 --warmup 1
-                else
-                    CVF_CPU_BLOCKS=0,$mc,0 bench "$name" "blocks:$mc" "$MANY" --op "$1" --dtype "$2" --m $MM --n $MM \
-                        --k $MM --repeat 5 --warmup 1
-                fi
+                bench_blocks "$blocks" "blocks_r${round}_$1_$2_$mc" "blocks:$mc" "$MANY" --op "$1" --dtype "$2" \
+                    --m $MM --n $MM --k $MM --repeat 5 --warmup 1
             done
         done
         for mc in default 128; do
-            name="blocks_r${round}_bf16_$mc"
-            if [ "$mc" = default ]; then
-                bench "$name" "blocks:$mc" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 --repeat 20 --warmup 2
-            else
-                CVF_CPU_BLOCKS=0,$mc,0 bench "$name" "blocks:$mc" "$MANY" --op matmul-relu --dtype bf16 --m 2048 \
-                    --n 2048 --k 2048 --repeat 20 --warmup 2
-            fi
+            blocks=default
+            [ "$mc" = default ] || blocks=0,$mc,0
+            bench_blocks "$blocks" "blocks_r${round}_bf16_$mc" "blocks:$mc" "$MANY" --op matmul-relu --dtype bf16 \
+                --m 2048 --n 2048 --k 2048 --repeat 20 --warmup 2
         done
     done
 fi
@@ -236,23 +230,13 @@ if ! skip small_s; then
         for v in default 0,256,0,16 0,64,0,4; do
             for dims in "256 3072 768" "256 768 3072"; do
                 set -- $dims
-                name="smalls_r${round}_${1}x${2}x${3}_${v//,/_}"
-                if [ $v = default ]; then
-                    bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m $1 --n $2 --k $3 --repeat 30 --warmup 3
-                else
-                    CVF_CPU_BLOCKS=$v bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m $1 --n $2 --k $3 \
-                        --repeat 30 --warmup 3
-                fi
+                bench_blocks "$v" "smalls_r${round}_${1}x${2}x${3}_${v//,/_}" "small_s:$v" "$MANY" --op gemm --dtype bf16 \
+                    --m $1 --n $2 --k $3 --repeat 30 --warmup 3
             done
         done
         for v in default 0,768,0,16 0,192,0,4 0,96,0,2; do
-            name="smalls_r${round}_768x3072x256_${v//,/_}"
-            if [ $v = default ]; then
-                bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m 768 --n 3072 --k 256 --repeat 30 --warmup 3
-            else
-                CVF_CPU_BLOCKS=$v bench "$name" "small_s:$v" "$MANY" --op gemm --dtype bf16 --m 768 --n 3072 --k 256 \
-                    --repeat 30 --warmup 3
-            fi
+            bench_blocks "$v" "smalls_r${round}_768x3072x256_${v//,/_}" "small_s:$v" "$MANY" --op gemm --dtype bf16 \
+                --m 768 --n 3072 --k 256 --repeat 30 --warmup 3
         done
         bench "smalls_r${round}_mlpbw" "small_s:default" "$MANY" --op mlp-backward --dtype bf16 --S 256 --H 768 --I 3072 \
             --repeat 30 --warmup 3

@@ -3,8 +3,9 @@
 
 `cvfuse bench` and bench/torch_cpu_bench.py run in separate processes, minutes apart; on a shared
 many-core host the machine changes between them (the 16-core device host: one process's median
-1.5x another's for the same call). Here both run on the same inputs in one process, ours then
-torch's, --repeat times after --warmup pairs, so that a slow stretch of the machine falls on both.
+1.5x another's for the same call). Here both run on the same inputs in one process, --warmup
+calls of each, then --repeat timed calls of each in alternating blocks (below), so that a slow
+stretch of the machine falls on both.
 Reported: each side's median and minimum, the ratio of the medians, and the median of the
 per-pair ratios ours / torch (a pair: two neighbouring blocks; the statistic drift least moves).
 
@@ -65,6 +66,12 @@ def ours_fn(op, i, o):
     return fn, out
 
 
+def cvfuse_threads(x):
+    """The threads of the cvfuse context that serves host tensors like x."""
+    kind, index, _ = cvfuse._target(x, None)
+    return cvfuse._C.context_info(cvfuse._context(kind, index))[1]
+
+
 def rel_diff(x, y):
     x, y = x.double(), y.double()
     return float((x - y).norm() / max(float(y.norm()), 1e-300))
@@ -121,7 +128,7 @@ def main():
     pair = statistics.median(pairs)
     med_o, med_t = statistics.median(t_ours), statistics.median(t_theirs)
     shape = " ".join("%s=%d" % nd for nd in zip(names, dims))
-    threads_used = cvfuse._C.context_info(cvfuse._context(*cvfuse._target(inputs[next(iter(inputs))], None)[:2]))[1]
+    threads_used = cvfuse_threads(next(iter(inputs.values())))
     print("  %-12s %-5s %-24s thr %2d (cvfuse %2d)  ours %8.3f (min %8.3f)  torch %8.3f (min %8.3f)  "
           "ratio %.3f  pairs %.3f" % (args.op, args.dtype, shape, threads, threads_used, med_o, min(t_ours), med_t,
                                       min(t_theirs), med_o / med_t, pair), flush=True)

@@ -215,20 +215,12 @@ static thread_layout thread_scratch(const gemm_plan *plan)
 
 /* The fewest MR panels, and rows, of an MC block when M is cut into more blocks than the L2 needs
  * (16 AVX2 panels are only 96 rows: 768 x 3072 x 2048 ran 5% slower in 8 blocks of 96 than in 4
- * of 192 on 2 threads, as AVX-512's 7 blocks of 112 did against 4 of 192). */
+ * of 192 on 2 threads, as AVX-512's 7 blocks of 112 did against 4 of 192), and the blocks per
+ * thread aimed for then; a kernel may set its own (cvf_cpu_kernel's min_block_panels and
+ * blocks_per_thread: the AMX kernel's 2 and 2, dispatch.c). */
 #define MIN_BLOCK_PANELS 16
 #define MIN_BLOCK_ROWS 192
-
-/*
- * The AMX kernel's blocks: up to AMX_BLOCKS_PER_THREAD per thread, of about AMX_MIN_BLOCK_PANELS
- * panels (64 rows) at the least, where M allows. Its B micro-panels stream from L2 for every panel whatever the block
- * (see AMX_KC_MAX), so small blocks lose no L1 reuse, and 16 threads of 2048 rows in one block
- * each left a slowed core holding up every pass: on the 16-core host (cores at 0.66-1.07 of one
- * alone's rate when others run) 32 blocks of 64 rows against 16 of 128 (CVF_CPU_BLOCKS=0,64,0)
- * ran MatMul+ReLU bf16 2048^3 in 6.75 / 4.16 / 5.16 ms against 8.19 / 4.61 / 5.13 (PERF.md).
- */
-#define AMX_MIN_BLOCK_PANELS 2
-#define AMX_BLOCKS_PER_THREAD 2
+#define BLOCKS_PER_THREAD 4
 
 /*
  * The deepest K panel of the AMX kernel. Its 2 x 2 tiles need 4 KB of operands per 64 cycles of
@@ -339,13 +331,13 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     /* a few blocks per thread, so that a thread slowed by other work on its core does not hold up
      * the others at the end of each pass; but no fewer than MIN_BLOCK_PANELS MR panels each, or
      * each B micro-panel brought to L1 serves too few kernel calls (768 rows in 7 blocks of 112
-     * ran at 70% of the speed of 4 blocks of 192); AMX: AMX_BLOCKS_PER_THREAD of about
-     * AMX_MIN_BLOCK_PANELS at the least, its B micro-panels coming from L2 for every panel anyway */
-    const bool amx = plan->kernel->format == CVF_CPU_PACK_BF16_TILES;
-    const int64_t min_panels = amx ? AMX_MIN_BLOCK_PANELS : MIN_BLOCK_PANELS;
-    const int64_t min_rows = amx ? min_panels * plan->mr : max64(min_panels * plan->mr, MIN_BLOCK_ROWS);
+     * ran at 70% of the speed of 4 blocks of 192); a kernel may set its own (the AMX kernel) */
+    const cvf_cpu_kernel *kernel = plan->kernel;
+    const int64_t min_panels = kernel->min_block_panels > 0 ? kernel->min_block_panels : MIN_BLOCK_PANELS;
+    const int64_t min_rows = max64(min_panels * plan->mr, kernel->min_block_panels > 0 ? 0 : MIN_BLOCK_ROWS);
+    const int64_t per_thread = kernel->blocks_per_thread > 0 ? kernel->blocks_per_thread : BLOCKS_PER_THREAD;
     if (forced_mc <= 0)
-        blocks = max64(blocks, min64((amx ? AMX_BLOCKS_PER_THREAD : 4) * threads, ceil_div(max64(plan->m, 1), min_rows)));
+        blocks = max64(blocks, min64(per_thread * threads, ceil_div(max64(plan->m, 1), min_rows)));
     if (cfg->forced.chunks > 0) { /* a forced 2-D split: MC blocks x chunks */
         plan->jr_chunks = cfg->forced.chunks;
     } else {

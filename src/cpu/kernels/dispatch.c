@@ -80,6 +80,14 @@ static const cvf_cpu_kernel bf16_amx = {
     .dot = cvf_cpu_dot_avx2, /* a few tokens: packing the weight into tiles cost more than its FMAs */
     .rows = cvf_cpu_rows_avx2,
     .stream = cvf_cpu_stream_avx2,
+    /* Two blocks per thread of 2 panels (64 rows) at the least: the B micro-panels stream from L2
+     * for every panel whatever the block (gemm.c, AMX_KC_MAX), so small blocks lose no L1 reuse,
+     * and one block per thread left a slowed core holding up every pass. On the 16-core host
+     * (cores at 0.66-1.07 of one alone's rate when others run) 32 blocks of 64 rows against 16 of
+     * 128 (CVF_CPU_BLOCKS=0,64,0) ran MatMul+ReLU bf16 2048^3 in 6.75 / 4.16 / 5.16 ms against
+     * 8.19 / 4.61 / 5.13 (PERF.md, 2026-12-05 fourth session). */
+    .min_block_panels = 2,
+    .blocks_per_thread = 2,
     .begin = cvf_cpu_kernel_bf16_amx_begin,
     .end = cvf_cpu_kernel_bf16_amx_end,
 };

@@ -150,6 +150,9 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_direct_fn direct;                    /* unpacked tiles for tiny products, or NULL */
     int32_t kc_l1_16ths;                         /* the share of L1, in 16ths, that a KC x NR B micro-panel
                                                   * may fill when K is cut into passes (0: half, 8/16) */
+    int32_t min_block_panels;                    /* the fewest MR panels of an MC block when M is cut for the
+                                                  * threads (0: 16, and at least 192 rows; gemm.c) */
+    int32_t blocks_per_thread;                   /* MC blocks per thread aimed for then (0: 4) */
     void (*begin)(void);                         /* prepares this thread's state for run (see above), or NULL */
     void (*end)(void);                           /* releases it, or NULL */
 } cvf_cpu_kernel;
