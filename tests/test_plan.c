@@ -5,7 +5,8 @@
  * any blocking gives correct results:
  *   - whole rounds: MC blocks are a multiple of the threads (or one per MR panel);
  *   - balance: few MR panels per thread are cut into blocks x column chunks whose busiest thread
- *     has little more than its share of tiles;
+ *     has little more than its share of tiles, and of the splits that give it as few, the one
+ *     whose tasks pack the fewest rows of A plus columns of B;
  *   - sums that do not depend on the threads: the stream tiles' and split K's slices are the same
  *     on every pool (the stream tiles' column chunks, which change no sum, fill the rounds).
  * Cache sizes come from this machine, so the checks are invariants, not fixed block sizes. With
@@ -131,9 +132,14 @@ static void check_few_rows(cvf_context *const *pools)
         for (size_t w = 0; kernel->stream && w < sizeof widths / sizeof widths[0]; w++)
             for (int p = 0; p < POOLS; p++) {
                 cvf_cpu_plan_info info = plan_of(pools[p], 2, widths[w], 1031, dtypes[d], false);
-                CHECK(info.path == CVF_CPU_PATH_STREAM && stream_chunks_ok(&info, widths[w]),
-                      "%s, 2 x %lld x 1031 on %d threads (%d used): path %s, %lld chunks of %lld columns",
-                      kernel->name, (long long)widths[w], pool_threads[p], info.threads, path_name(info.path),
+                /* (or the direct kernel, for an f32 product of at most 128^3 whose K is one pass:
+                 * an L1 of 48 KB holds the 1031 x 16 B micro-panel of the AVX2 kernel, one of 32 KB
+                 * does not) */
+                bool direct = info.path == CVF_CPU_PATH_DIRECT && dtypes[d] == CVF_F32 && info.kc >= 1031 &&
+                              2 * widths[w] * 1031 <= 128 * 128 * 128;
+                CHECK(direct || (info.path == CVF_CPU_PATH_STREAM && stream_chunks_ok(&info, widths[w])),
+                      "%s, 2 x %lld x 1031 on %d threads (%d used): path %s, %lld chunks of %lld columns", kernel->name,
+                      (long long)widths[w], pool_threads[p], info.threads, path_name(info.path),
                       (long long)info.stream_chunks, (long long)info.stream_cols);
             }
         /* test_ops' case for chunks that differ with the thread count (its sums must not): 4 x 1025
@@ -265,6 +271,52 @@ static void check_balance(cvf_context *const *pools)
     }
 }
 
+/* Rows of A packed plus columns of B read by the busiest thread's tasks, per row of K. */
+static int64_t busiest_traffic(int64_t panels, int64_t columns, int64_t mr, int64_t nr, int64_t blocks, int64_t chunks,
+                               int32_t threads)
+{
+    return ceil_div(blocks * chunks, threads) * (ceil_div(panels, blocks) * mr + ceil_div(columns, chunks) * nr);
+}
+
+/* Few panels (at most 256 rows, so that any block of them fits half of a 512 KB L2 at K = 256):
+ * among the splits of up to `threads` blocks by 1-8 chunks, none has a busiest thread with fewer
+ * tiles, nor as many tiles and less A and B to move (256 rows on 16 threads of the AMX kernel: 2
+ * blocks x 8 chunks, each task reading an eighth of B, where 8 x 2 read half of it). */
+static void check_balance_traffic(cvf_context *const *pools)
+{
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16};
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        for (int p = 1; p < POOLS; p++) {
+            const int32_t threads = pool_threads[p];
+            for (int64_t m = 40; m <= 256; m += 9) {
+                cvf_cpu_plan_info info = plan_of(pools[p], m, 3072, 256, dtypes[d], false);
+                int64_t panels = ceil_div(m, info.mr), columns = ceil_div(info.nc, info.nr);
+                if (info.path != CVF_CPU_PATH_BLOCKED || info.threads != threads || panels % threads == 0 ||
+                    panels >= 8 * threads)
+                    continue; /* the tiles, or a split that needs no balance */
+                int64_t cost = busiest_tiles(&info, m, threads);
+                int64_t traffic =
+                    busiest_traffic(panels, columns, info.mr, info.nr, info.ic_blocks, info.jr_chunks, threads);
+                for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
+                    for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
+                        int64_t alt_cost =
+                            ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
+                        int64_t alt_traffic =
+                            busiest_traffic(panels, columns, info.mr, info.nr, blocks, chunks, threads);
+                        if (!CHECK(alt_cost > cost || (alt_cost == cost && alt_traffic >= traffic),
+                                   "%s, %lld x 3072 x 256 on %d threads: %lld blocks x %lld chunks (%lld tiles, "
+                                   "%lld rows + columns), but %lld x %lld gives %lld tiles, %lld rows + columns",
+                                   cvf_dtype_name(dtypes[d]), (long long)m, threads, (long long)info.ic_blocks,
+                                   (long long)info.jr_chunks, (long long)cost, (long long)traffic, (long long)blocks,
+                                   (long long)chunks, (long long)alt_cost, (long long)alt_traffic))
+                            chunks = blocks = 1 << 20; /* one report per shape */
+                    }
+                }
+            }
+        }
+    }
+}
+
 /* The AMX kernel (bf16 tiles; only where the CPU has AMX, else said and skipped): two blocks per
  * thread, of at least 2 panels, so that a slowed core sheds work (2048 rows on 16 threads: 32
  * blocks of 64 rows, where one block per thread made it hold up every pass). */
@@ -354,6 +406,7 @@ int main(void)
     check_split_k(pools);
     check_whole_rounds(pools);
     check_balance(pools);
+    check_balance_traffic(pools);
     check_amx_blocks(pools);
     for (int p = 0; p < POOLS; p++)
         cvf_context_destroy(pools[p]);
