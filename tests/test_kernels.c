@@ -8,10 +8,15 @@
  * holds a poison pattern that must survive bit for bit, and a NaN placed in the corner must stay
  * NaN when accumulating. Also checks the dispatch table itself.
  */
+#define _DEFAULT_SOURCE /* mmap's MAP_ANONYMOUS (the direct corner test's guard pages) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "cpu/isa.h"
 #include "cpu/kernels/kernels.h"
@@ -584,6 +589,77 @@ static void test_direct(const cvf_cpu_kernel *k, uint64_t seed)
     free(a), free(b), free(c);
 }
 
+#if defined(__unix__)
+/* Room for `floats` floats that ends at an unreadable page: a read at or past `end` faults. */
+typedef struct tail_buffer {
+    char *map;
+    size_t bytes;
+    float *end;
+} tail_buffer;
+
+static bool tail_buffer_make(size_t floats, tail_buffer *t)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), room = (floats * sizeof(float) + page - 1) / page * page;
+    t->bytes = room + page;
+    t->map = mmap(NULL, t->bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (t->map == MAP_FAILED)
+        return false;
+    if (mprotect(t->map + room, page, PROT_NONE) != 0) {
+        munmap(t->map, t->bytes);
+        return false;
+    }
+    t->end = (float *)(t->map + room);
+    return true;
+}
+
+/* A direct kernel that reads only the m x n corner's rows and columns (direct_corner), checked
+ * where reading more would fault: A's row m - 1 and B's row k - 1 end at an unreadable page (row
+ * m, or columns n .. NR - 1 of B's last row, lie past it), every m x n corner, k = 1, 5 and 64. */
+static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    if (!k->direct || !k->direct_corner)
+        return;
+    static const int64_t ks[] = {1, 5, 64};
+    const int64_t lda = 64 + 3, ldb = k->nr + 5, ldc = k->nr + LDC_EXTRA;
+    tail_buffer ta, tb;
+    float *c = alloc_aligned(sizeof(float) * (size_t)(k->mr * ldc + 1));
+    if (!CHECK(c && tail_buffer_make((size_t)(k->mr * lda), &ta), "memory for the direct corner test")) {
+        free(c);
+        return;
+    }
+    if (!CHECK(tail_buffer_make((size_t)(64 * ldb), &tb), "memory for the direct corner test")) {
+        munmap(ta.map, ta.bytes), free(c);
+        return;
+    }
+    cvft_rng rng = cvft_rng_make(seed);
+    int failures = 0;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
+        for (int64_t m = 1; m <= k->mr; m++)
+            for (int64_t n = 1; n <= k->nr; n++) {
+                float *a = ta.end - ((m - 1) * lda + ks[t]), *b = tb.end - ((ks[t] - 1) * ldb + n);
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t p = 0; p < ks[t]; p++)
+                        a[i * lda + p] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+                for (int64_t p = 0; p < ks[t]; p++)
+                    for (int64_t j = 0; j < n; j++)
+                        b[p * ldb + j] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
+                for (int64_t e = 0; e < k->mr * ldc + 1; e++)
+                    c[e] = float_of(SUPPORT_POISON_F32);
+                cvf_cpu_fused_store out = {c + 1, ldc, CVF_F32, NULL, 0};
+                k->direct(ks[t], a, lda, b, ldb, &out, m, n);
+                const corner_product prod = {a, lda, b, ldb, 1, ks[t], m, n};
+                failures += check_corner(k, "direct corner", &prod, c, k->mr * ldc + 1, ldc, failures);
+            }
+    CHECK(failures == 0, "%s direct, corner only: %d wrong elements", k->name, failures);
+    munmap(ta.map, ta.bytes), munmap(tb.map, tb.bytes), free(c);
+}
+#else
+static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
+{
+    (void)k, (void)seed; /* no guard pages here: the direct test's zero-padded contract stands */
+}
+#endif
+
 int main(void)
 {
     static const cvf_dtype pairs[][2] = {{CVF_F32, CVF_F32}, {CVF_BF16, CVF_BF16}};
@@ -614,6 +690,7 @@ int main(void)
                 test_tiles(k, TILES_ROWS, 0x2D07u + (uint64_t)level);
                 test_tiles(k, TILES_STREAM, 0x5D07u + (uint64_t)level);
                 test_direct(k, 0xD12Eu + (uint64_t)level);
+                test_direct_corner(k, 0xC02Eu + (uint64_t)level);
             }
         }
     }

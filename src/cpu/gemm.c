@@ -1692,7 +1692,8 @@ static void direct_task(void *arg, int64_t task, int32_t thread)
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
     const float *rows = (const float *)a->data + i0 * a->row_stride;
     int64_t lda = a->row_stride;
-    if (m < plan->mr) { /* rows m .. MR-1 read as zeros (the packed A block's room holds MR x K) */
+    const bool corner = plan->kernel->direct_corner; /* reads the m x n corner only: nothing to copy */
+    if (m < plan->mr && !corner) { /* rows m .. MR-1 read as zeros (the packed A block's room holds MR x K) */
         float *copy = (float *)(scratch + layout.a);
         for (int64_t i = 0; i < plan->mr; i++)
             for (int64_t p = 0; p < k; p++)
@@ -1703,7 +1704,7 @@ static void direct_task(void *arg, int64_t task, int32_t thread)
     for (int64_t j0 = 0; j0 < plan->n; j0 += plan->nr) {
         int64_t n = min64(plan->nr, plan->n - j0), ldb = b->row_stride;
         const float *columns = (const float *)b->data + j0;
-        if (n < plan->nr) { /* columns n .. NR-1 read as zeros (the run room holds NR x K) */
+        if (n < plan->nr && !corner) { /* columns n .. NR-1 read as zeros (the run room holds NR x K) */
             float *copy = (float *)(scratch + layout.run);
             for (int64_t p = 0; p < k; p++)
                 for (int64_t j = 0; j < plan->nr; j++)

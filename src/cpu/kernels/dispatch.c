@@ -48,6 +48,7 @@ static const cvf_cpu_kernel f32_avx512 = {
     .rows = cvf_cpu_rows_avx2,
     .stream = cvf_cpu_stream_avx2,
     .direct = cvf_cpu_direct_f32_avx512,
+    .direct_corner = true,
     /* KC up to 360 at 48 KB of L1 (2048 in 6 passes of 342): 2048^3 on one thread 1.04-1.06x
      * OpenBLAS at the half-L1 KC of 187, 0.98-1.00x at 342, 1.00-1.03x at 384 (PERF.md) */
     .kc_l1_16ths = 15,

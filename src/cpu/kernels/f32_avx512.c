@@ -232,36 +232,100 @@ void cvf_cpu_kernel_f32_avx512_fused(int64_t kc, const void *a_panel, const void
     }
 }
 
-/* The direct kernel (kernels.h, cvf_cpu_direct_fn): the 12 x 32 tile of A and B read in place,
- * one k step at a time: B's row as two vectors, each A element broadcast from memory into its two
- * FMAs (24 accumulators, plain rows: no pair layout to undo). For products too small for packing
- * to pay (64^3 on one thread: 6.6 us packed against OpenBLAS-SkylakeX's 3.3). */
-void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
-                               const cvf_cpu_fused_store *out, int64_t m, int64_t n)
+/* The fused store of a direct tile's rows x 16 vecs values (tile[i][v], row i of out) into a
+ * 16-bit out: bias, ReLU, rounding (out of line: one copy for every tile shape). */
+static __attribute__((noinline)) void direct_store_16(const cvf_cpu_fused_store *out, const __m512 (*tile)[NV],
+                                                      int rows, int vecs, int64_t n)
 {
-    __m512 acc[MR][NV];
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
-    {
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
-    }
-    for (int64_t p = 0; p < k; p++) {
-        __m512 bv[NV];
-        _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) bv[v] = _mm512_loadu_ps(b + p * ldb + 16 * v);
-        _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
-        {
-            __m512 x = _mm512_set1_ps(a[i * lda + p]);
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) acc[i][v] = _mm512_fmadd_ps(x, bv[v], acc[i][v]);
-        }
-    }
     __mmask16 mk[NV];
     __m512 bias[NV];
     store_setup(out, n, mk, bias);
-    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++)
+    for (int i = 0; i < rows; i++)
+        for (int v = 0; v < vecs; v++)
+            store_fused(out, i, v, tile[i][v], bias, mk);
+}
+
+/* The direct tile of `rows` rows and `vecs` vectors of 16 columns (constants where it is inlined),
+ * A and B read in place one k step at a time: B's row as vecs vectors (columns from n on masked
+ * off, never read), each A element broadcast from memory into its vecs FMAs. Only the m = rows
+ * rows of A and the n columns of B are read, so no row or column of the tile is computed for
+ * nothing and the caller copies no edge panel (kernels.h, cvf_cpu_kernel's direct_corner). An f32
+ * out is stored here without branches (ReLU as a max with 0 or -inf, which keeps NaN and -0 as
+ * store_fused does); a 16-bit one through direct_store_16. */
+static inline __attribute__((always_inline)) void direct_tile(int rows, int vecs, int64_t k, const float *a,
+                                                              int64_t lda, const float *b, int64_t ldb,
+                                                              const cvf_cpu_fused_store *out, int64_t n)
+{
+    __m512 acc[MR][NV];
+    __mmask16 mk[NV];
+    column_masks(n, mk);
+    _Pragma("GCC unroll 16") for (int i = 0; i < rows; i++)
     {
-        if (i < m) {
-            _Pragma("GCC unroll 4") for (int v = 0; v < NV; v++) store_fused(out, i, v, acc[i][v], bias, mk);
+        _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) acc[i][v] = _mm512_setzero_ps();
+    }
+    for (int64_t p = 0; p < k; p++) {
+        __m512 bv[NV];
+        _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) bv[v] =
+            _mm512_maskz_loadu_ps(mk[v], b + p * ldb + 16 * v);
+        _Pragma("GCC unroll 16") for (int i = 0; i < rows; i++)
+        {
+            __m512 x = _mm512_set1_ps(a[i * lda + p]);
+            _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) acc[i][v] = _mm512_fmadd_ps(x, bv[v], acc[i][v]);
         }
     }
+    if (out->dtype != CVF_F32) { /* (a copy: acc itself stays in registers) */
+        __m512 tile[MR][NV];
+        _Pragma("GCC unroll 16") for (int i = 0; i < rows; i++)
+        {
+            _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) tile[i][v] = acc[i][v];
+        }
+        direct_store_16(out, (const __m512(*)[NV])tile, rows, vecs, n);
+        return;
+    }
+    __m512 bias[NV];
+    _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) bias[v] =
+        out->bias ? _mm512_maskz_loadu_ps(mk[v], out->bias + 16 * v) : _mm512_setzero_ps();
+    const __m512 floor = out->relu ? _mm512_setzero_ps() : _mm512_set1_ps(-__builtin_inff());
+    float *c = (float *)out->c;
+    const int64_t ldc = out->ldc;
+    _Pragma("GCC unroll 16") for (int i = 0; i < rows; i++)
+    {
+        _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++)
+            _mm512_mask_storeu_ps(c + i * ldc + 16 * v, mk[v], _mm512_max_ps(floor, _mm512_add_ps(acc[i][v], bias[v])));
+    }
+}
+
+/* The direct kernel (kernels.h, cvf_cpu_direct_fn): an m x n corner of the 12 x 32 tile through
+ * direct_tile compiled for its m (1-12) and for one or two vectors of columns (n <= 16 or not): 24
+ * accumulators at most, plain rows (no pair layout to undo). For products too small for packing to
+ * pay (64^3 on one thread: 6.6 us packed against OpenBLAS-SkylakeX's 3.3; 4.3 us with every tile
+ * 12 rows tall, 64 = 5 x 12 + 4 computing 72 rows, and the last tile's rows copied zero-padded). */
+void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
+                               const cvf_cpu_fused_store *out, int64_t m, int64_t n)
+{
+#define DIRECT_ROWS(r)                                                                                                 \
+    case r:                                                                                                            \
+        if (n > 16)                                                                                                    \
+            direct_tile(r, 2, k, a, lda, b, ldb, out, n);                                                              \
+        else                                                                                                           \
+            direct_tile(r, 1, k, a, lda, b, ldb, out, n);                                                              \
+        break;
+    switch (m) {
+        DIRECT_ROWS(1)
+        DIRECT_ROWS(2)
+        DIRECT_ROWS(3)
+        DIRECT_ROWS(4)
+        DIRECT_ROWS(5)
+        DIRECT_ROWS(6)
+        DIRECT_ROWS(7)
+        DIRECT_ROWS(8)
+        DIRECT_ROWS(9)
+        DIRECT_ROWS(10)
+        DIRECT_ROWS(11)
+        DIRECT_ROWS(12)
+    default: break; /* m is 1 .. MR */
+    }
+#undef DIRECT_ROWS
 }
 
 #else
