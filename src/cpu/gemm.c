@@ -312,15 +312,15 @@ static int64_t whole_rounds(int64_t blocks, int64_t threads, int64_t panels, int
  *   NC: the packed B block (KC x NC) takes about a quarter of L3 (shared by the cores);
  * then M is cut into at least a few MC blocks per thread
  * (or, when M is short, the NC block's panels into chunks) so that the threads share the work.
+ * choose_kc is the first of these (the direct kernel's test needs it alone).
  */
-static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads, bool plain)
+static int64_t choose_kc(const gemm_plan *plan, const cpu_config *cfg, bool plain)
 {
     const cache_sizes *caches = &cfg->caches;
-    const int64_t panels = ceil_div(max64(plan->m, 1), plan->mr); /* MR panels of M */
     int64_t l1_16ths = plan->kernel->kc_l1_16ths > 0 ? plan->kernel->kc_l1_16ths : 8;
     int64_t kc = caches->l1 * l1_16ths / 16 / (plan->nr * plan->elt);
     kc = min64(max64(kc & ~(int64_t)15, 64), 512);
-    int64_t forced_kc = cfg->forced.kc, forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
+    int64_t forced_kc = cfg->forced.kc;
     if (forced_kc > 0)
         kc = forced_kc;
     else if (plan->kernel->format == CVF_CPU_PACK_BF16_TILES)
@@ -335,7 +335,16 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
         kc = ceil_div(plan->k, ceil_div(plan->k, kc));
     /* whole pack units (bf16 pairs; AMX tiles, unless forced: the tests' tiny kc then drive the
      * zero-padded tile depth) */
-    plan->kc = forced_kc > 0 ? round_up(kc, 2) : cvf_cpu_pack_depth(plan->kernel->format, kc);
+    return forced_kc > 0 ? round_up(kc, 2) : cvf_cpu_pack_depth(plan->kernel->format, kc);
+}
+
+/* choose_kc, then MC and NC for the caches and the threads (see above). */
+static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_threads, bool plain)
+{
+    const cache_sizes *caches = &cfg->caches;
+    const int64_t panels = ceil_div(max64(plan->m, 1), plan->mr); /* MR panels of M */
+    int64_t forced_mc = cfg->forced.mc, forced_nc = cfg->forced.nc;
+    plan->kc = choose_kc(plan, cfg, plain);
     plan->multi_pass = plan->k > plan->kc;
 
     int64_t mc_max = forced_mc > 0 ? forced_mc : caches->l2 / 2 / (plan->kc * plan->elt);
@@ -498,92 +507,129 @@ static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, con
     return threads < 1.0 ? 1 : threads > (double)pool ? pool : (int32_t)threads;
 }
 
-/* Plans a call: same result for the workspace query and the run. */
-static gemm_plan make_plan(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
-                           const cvf_epilogue *ep)
+/* Tiny f32 products (at most DIRECT_MAX_VOLUME, K in one pass), which the direct kernel reads in
+ * place; not with forced blocks (the tests drive the blocked loops with those). */
+static bool takes_direct(const gemm_plan *plan, const cpu_config *cfg, const cvf_matrix *a, const cvf_matrix *b,
+                         bool plain)
 {
-    gemm_plan plan;
-    memset(&plan, 0, sizeof plan);
+    if (!plan->kernel->direct || cfg->forced.kc > 0 || plan->k < 1 || a->dtype != CVF_F32 || b->dtype != CVF_F32 ||
+        a->col_stride != 1 || b->col_stride != 1)
+        return false;
+    if (plan->m * plan->n > DIRECT_MAX_VOLUME || plan->m * plan->n * plan->k > DIRECT_MAX_VOLUME)
+        return false; /* (m, n and k are below 2^31: the first test keeps the second from overflowing) */
+    return choose_kc(plan, cfg, plain) >= plan->k;
+}
+
+/* Where a plan's workspace pieces lie (offsets from the call's workspace, and the total). */
+static void lay_out_workspace(gemm_plan *plan, const cvf_epilogue *ep)
+{
+    plan->b_stride = plan->direct ? 0 /* B is read in place */
+                                  : cvf_round_up_64((size_t)(cvf_cpu_pack_depth(plan->kernel->format, plan->kc) *
+                                                             round_up(plan->nc, plan->nr) * plan->elt));
+    /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
+     * the MR rows of a tile in one L1 set */
+    plan->acc_ld = plan->nc + 16;
+    plan->acc_stride =
+        plan->multi_pass && !plan->direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan->m * plan->acc_ld)) : 0;
+    size_t b_bytes = plan->b_stride * (size_t)max64(plan->splits, 2); /* a buffer per slice, or two */
+    size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan->n : 0;
+    size_t acc_bytes = plan->acc_stride * (size_t)plan->splits;
+    size_t partial_bytes = ep->bias_grad ? sizeof(float) * (size_t)(plan->row_tiles * plan->n) : 0;
+    size_t dot_a_bytes = sizeof(float) * (size_t)(plan->m * plan->dot_a_ld);
+    size_t stream_bytes = sizeof(float) * (size_t)(plan->stream_slices * plan->m * plan->n);
+    plan->thread_stride = thread_scratch(plan).total;
+    plan->off_b = 0;
+    plan->off_bias = plan->off_b + cvf_round_up_64(b_bytes);
+    plan->off_acc = plan->off_bias + cvf_round_up_64(bias_bytes);
+    plan->off_partials = plan->off_acc + cvf_round_up_64(acc_bytes);
+    plan->off_dot_a = plan->off_partials + cvf_round_up_64(partial_bytes);
+    plan->off_stream = plan->off_dot_a + cvf_round_up_64(dot_a_bytes);
+    plan->off_threads = plan->off_stream + cvf_round_up_64(stream_bytes);
+    plan->total = plan->off_threads + plan->thread_stride * (size_t)max64(plan->threads, 1);
+}
+
+/* The plan of a product that takes_direct: one pass, no packing, a task per MR rows; the scratch
+ * of a thread holds MR x K rows of A and NR x K columns of B (a kernel without direct_corner reads
+ * an edge tile's copies, zero-padded). Planned without the blocking's divisions: a 64^3 call,
+ * planned twice (workspace query and run), spent ~0.2 us there. */
+static void plan_direct(gemm_plan *plan, const cvf_context *ctx, const cpu_config *cfg, const cvf_epilogue *ep,
+                        int32_t useful)
+{
+    plan->direct = true;
+    plan->kc = plan->k;
+    plan->mc = plan->mr;
+    plan->nc = round_up(plan->n, plan->nr);
+    plan->ic_blocks = plan->row_tiles;
+    plan->jr_chunks = 1;
+    plan->splits = 1;
+    plan->daz = cfg->kernels_daz; /* the level's fp32 FMAs */
+    plan->threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, plan->row_tiles));
+    lay_out_workspace(plan, ep);
+}
+
+/* Plans a call into *plan: same result for the workspace query and the run. */
+static void make_plan(gemm_plan *plan, const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
+                      const cvf_matrix *c, const cvf_epilogue *ep)
+{
+    memset(plan, 0, sizeof *plan);
     const cpu_config *cfg = cpu_configuration();
-    plan.vec = cfg->vec;
-    plan.kernel = cvf_cpu_kernel_for(cfg->isa, a->dtype, b->dtype);
-    plan.mr = plan.kernel->mr;
-    plan.nr = plan.kernel->nr;
-    plan.m = c->rows;
-    plan.n = c->cols;
-    plan.k = a->cols;
-    plan.elt = plan.kernel->format == CVF_CPU_PACK_F32 ? 4 : 2;
-    plan.row_tiles = ceil_div(plan.m, plan.mr);
+    plan->vec = cfg->vec;
+    plan->kernel = cvf_cpu_kernel_for(cfg->isa, a->dtype, b->dtype);
+    plan->mr = plan->kernel->mr;
+    plan->nr = plan->kernel->nr;
+    plan->m = c->rows;
+    plan->n = c->cols;
+    plan->k = a->cols;
+    plan->elt = plan->kernel->format == CVF_CPU_PACK_F32 ? 4 : 2;
+    plan->row_tiles = ceil_div(plan->m, plan->mr);
     int32_t useful = useful_threads(ctx, cfg, a, b, c);
     /* a plain f32 product can accumulate its passes in C itself (direct_c below) */
     bool plain = c->dtype == CVF_F32 && c->col_stride == 1 && ep->activation == CVF_ACTIVATION_NONE && !ep->bias &&
                  !ep->aux_out && !ep->aux_in && !ep->bias_grad;
-    choose_blocks(&plan, cfg, useful, plain);
-    choose_splits(&plan);
+    if (takes_direct(plan, cfg, a, b, plain)) {
+        plan_direct(plan, ctx, cfg, ep, useful);
+        return;
+    }
+    choose_blocks(plan, cfg, useful, plain);
+    choose_splits(plan);
     /* a few rows through a transposed f32 B (tokens through a PyTorch Linear weight): packing B
      * would read and write all of it for a handful of rows; the dot tiles read it once, in place */
-    /* tiny f32 products (not with forced blocks: the tests drive the blocked loops with those) */
-    plan.direct = plan.kernel->direct && cfg->forced.kc == 0 && !plan.multi_pass && plan.splits == 1 && plan.k >= 1 &&
-                  plan.m * plan.n * plan.k <= DIRECT_MAX_VOLUME && a->dtype == CVF_F32 && b->dtype == CVF_F32 &&
-                  a->col_stride == 1 && b->col_stride == 1;
     /* any dtypes: B (f32, f16, bf16) is converted as the tiles load it, A copied converted first */
-    int64_t dot_max_rows = plan.kernel->format == CVF_CPU_PACK_F32 ? DOT_MAX_ROWS : DOT_MAX_ROWS_BF16_KERNEL;
-    bool few_rows = plan.m <= dot_max_rows && plan.k >= 1 && a->col_stride == 1;
-    plan.dot = plan.kernel->dot && few_rows && b->row_stride == 1 && b->col_stride != 1;
+    int64_t dot_max_rows = plan->kernel->format == CVF_CPU_PACK_F32 ? DOT_MAX_ROWS : DOT_MAX_ROWS_BF16_KERNEL;
+    bool few_rows = plan->m <= dot_max_rows && plan->k >= 1 && a->col_stride == 1;
+    plan->dot = plan->kernel->dot && few_rows && b->row_stride == 1 && b->col_stride != 1;
     /* the same with B row-major (weights stored in x out): row tiles read each B row's columns once */
-    plan.dot_rows = !plan.dot && plan.kernel->rows && few_rows && b->col_stride == 1;
+    plan->dot_rows = !plan->dot && plan->kernel->rows && few_rows && b->col_stride == 1;
     /* the row tiles: 64 columns a task, 4 lines of each B row (2 lines: 1.0x OpenBLAS at 16 rows
      * against 0.91-0.97) */
-    plan.dot_cols = plan.dot_rows ? CVF_CPU_NR_MAX : plan.nr;
-    plan.stream = plan.dot_rows && plan.kernel->stream && plan.m <= CVF_CPU_STREAM_MAX_ROWS;
-    plan.stream_slices = plan.stream ? min64(max64(plan.k / STREAM_SLICE_ROWS, 1), STREAM_MAX_SLICES) : 0;
-    plan.stream_cols = plan.stream ? stream_chunk_cols(plan.n, plan.stream_slices, useful) : 0;
-    plan.stream_chunks = plan.stream ? ceil_div(plan.n, plan.stream_cols) : 0;
-    plan.dot_a_ld = plan.dot || plan.dot_rows ? dot_copy_stride(a) : 0;
+    plan->dot_cols = plan->dot_rows ? CVF_CPU_NR_MAX : plan->nr;
+    plan->stream = plan->dot_rows && plan->kernel->stream && plan->m <= CVF_CPU_STREAM_MAX_ROWS;
+    plan->stream_slices = plan->stream ? min64(max64(plan->k / STREAM_SLICE_ROWS, 1), STREAM_MAX_SLICES) : 0;
+    plan->stream_cols = plan->stream ? stream_chunk_cols(plan->n, plan->stream_slices, useful) : 0;
+    plan->stream_chunks = plan->stream ? ceil_div(plan->n, plan->stream_cols) : 0;
+    plan->dot_a_ld = plan->dot || plan->dot_rows ? dot_copy_stride(a) : 0;
     /* subnormals read as zero in the fp32 FMA code: the level's fp32 kernel, or the tiles that a
      * bf16 kernel's calls of a few rows take (the bf16 hardware, tdpbf16ps and vdpbf16ps, reads
      * them as zero too, so its packed path needs nothing); f16 inputs never become subnormal fp32
      * values */
-    bool fp32_fma = plan.kernel->format == CVF_CPU_PACK_F32 || plan.dot || plan.dot_rows; /* stream too */
-    plan.daz = cfg->kernels_daz && fp32_fma && (a->dtype != CVF_F16 || b->dtype != CVF_F16);
+    bool fp32_fma = plan->kernel->format == CVF_CPU_PACK_F32 || plan->dot || plan->dot_rows; /* stream too */
+    plan->daz = cfg->kernels_daz && fp32_fma && (a->dtype != CVF_F16 || b->dtype != CVF_F16);
     /* subnormals in A send the dot tiles to microcode assists only where the CPU has them and the
      * kernels keep subnormals: on a Zen core the scan would turn the MLP forward's fc2 at a few
      * tokens (GELU outputs near -10 are subnormal) to the packed kernel for nothing, 2x slower */
-    plan.scan_a = plan.dot && !plan.daz && cfg->subnormals_slow && a->dtype != CVF_F16; /* f16: never */
+    plan->scan_a = plan->dot && !plan->daz && cfg->subnormals_slow && a->dtype != CVF_F16; /* f16: never */
     /* split K: the slices, then the row tiles summed and finished, each on threads_for(tasks) */
-    int64_t tasks = plan.splits > 1 ? max64(plan.splits, plan.row_tiles) : plan.ic_blocks * plan.jr_chunks;
+    int64_t tasks = plan->splits > 1 ? max64(plan->splits, plan->row_tiles) : plan->ic_blocks * plan->jr_chunks;
     /* B blocks are packed in a few tasks per thread, for the same reason as the MC blocks */
-    plan.packers = min64(4 * (int64_t)useful, ceil_div(plan.nc, plan.nr));
+    plan->packers = min64(4 * (int64_t)useful, ceil_div(plan->nc, plan->nr));
     /* the stream tiles run their own tasks (and pack nothing): the threads their chunks were cut for */
-    int64_t runnable = plan.stream ? plan.stream_slices * plan.stream_chunks : max64(tasks, plan.packers);
-    plan.threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, runnable));
+    int64_t runnable = plan->stream ? plan->stream_slices * plan->stream_chunks : max64(tasks, plan->packers);
+    plan->threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, runnable));
 
-    plan.b_stride = cvf_round_up_64(
-        (size_t)(cvf_cpu_pack_depth(plan.kernel->format, plan.kc) * round_up(plan.nc, plan.nr) * plan.elt));
-    /* rows of the fp32 block one cache line longer than NC: a power-of-two row length would put
-     * the MR rows of a tile in one L1 set */
     /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
      * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */
-    plan.direct_c = plan.multi_pass && plan.splits == 1 && plain;
-    plan.acc_ld = plan.nc + 16;
-    plan.acc_stride =
-        plan.multi_pass && !plan.direct_c ? cvf_round_up_64(sizeof(float) * (size_t)(plan.m * plan.acc_ld)) : 0;
-    size_t b_bytes = plan.b_stride * (size_t)max64(plan.splits, 2); /* a buffer per slice, or two */
-    size_t bias_bytes = ep->bias ? sizeof(float) * (size_t)plan.n : 0;
-    size_t acc_bytes = plan.acc_stride * (size_t)plan.splits;
-    size_t partial_bytes = ep->bias_grad ? sizeof(float) * (size_t)(plan.row_tiles * plan.n) : 0;
-    size_t dot_a_bytes = sizeof(float) * (size_t)(plan.m * plan.dot_a_ld);
-    size_t stream_bytes = sizeof(float) * (size_t)(plan.stream_slices * plan.m * plan.n);
-    plan.thread_stride = thread_scratch(&plan).total;
-    plan.off_b = 0;
-    plan.off_bias = plan.off_b + cvf_round_up_64(b_bytes);
-    plan.off_acc = plan.off_bias + cvf_round_up_64(bias_bytes);
-    plan.off_partials = plan.off_acc + cvf_round_up_64(acc_bytes);
-    plan.off_dot_a = plan.off_partials + cvf_round_up_64(partial_bytes);
-    plan.off_stream = plan.off_dot_a + cvf_round_up_64(dot_a_bytes);
-    plan.off_threads = plan.off_stream + cvf_round_up_64(stream_bytes);
-    plan.total = plan.off_threads + plan.thread_stride * (size_t)max64(plan.threads, 1);
-    return plan;
+    plan->direct_c = plan->multi_pass && plan->splits == 1 && plain;
+    lay_out_workspace(plan, ep);
 }
 
 /* ---- packing -------------------------------------------------------------------------------- */
@@ -1831,7 +1877,8 @@ cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix
 {
     if (c->rows == 0 || c->cols == 0) /* cvf_cpu_matmul plans nothing */
         return (cvf_cpu_plan_info){.path = CVF_CPU_PATH_NONE, .splits = 1};
-    gemm_plan plan = make_plan(ctx, a, b, c, ep);
+    gemm_plan plan;
+    make_plan(&plan, ctx, a, b, c, ep);
     cvf_cpu_path path = plan_path(&plan, plan.dot || plan.dot_rows);
     cvf_cpu_plan_info info = {
         .path = path,
@@ -1856,7 +1903,9 @@ size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, con
 {
     if (c->rows == 0 || c->cols == 0)
         return 0;
-    return make_plan(ctx, a, b, c, ep).total;
+    gemm_plan plan;
+    make_plan(&plan, ctx, a, b, c, ep);
+    return plan.total;
 }
 
 cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
@@ -1868,7 +1917,7 @@ cvf_status cvf_cpu_matmul(cvf_context *ctx, const cvf_matrix *a, const cvf_matri
         return CVF_STATUS_SUCCESS;
     }
     gemm_job job = {.a = a, .b = b, .c = c, .ep = ep, .workspace = workspace};
-    job.plan = make_plan(ctx, a, b, c, ep);
+    make_plan(&job.plan, ctx, a, b, c, ep); /* in place: the plan is a few hundred bytes */
     const gemm_plan *plan = &job.plan;
     job.vec = plan->vec;
     job.packed_b[0] = job.workspace + plan->off_b; /* two buffers: B blocks of alternate passes */
