@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__unix__)
+#if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
 #endif
@@ -316,12 +316,14 @@ static uint32_t rounding_case(int index, cvft_rng *rng)
     return index < count ? fixed[index] : (uint32_t)cvft_rng_next(rng);
 }
 
-/* The fused store of kernels that have one: with kc = 1, A = 1 and B = crafted values, each output
- * must be exactly relu?(b + bias) rounded by the scalar conversions of cvfuse.h (bit for bit, NaN
- * and -0 kept), every corner m x n stored and nothing outside it. */
-static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
+/* The fused store of kernels that have one (the packed kernel's run_fused, or with `direct` the
+ * direct kernel, whose A rows 1 float apart and single B row are the same buffers): with k = 1, A
+ * = 1 and B = crafted values, each output must be exactly relu?(b + bias) rounded by the scalar
+ * conversions of cvfuse.h (bit for bit, NaN and -0 kept), every corner m x n stored and nothing
+ * outside it. */
+static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed, bool direct)
 {
-    if (!k->run_fused || k->format != CVF_CPU_PACK_F32)
+    if (direct ? !k->direct : (!k->run_fused || k->format != CVF_CPU_PACK_F32))
         return;
     cvft_rng rng = cvft_rng_make(seed);
     int64_t mr = k->mr, nr = k->nr, ldc = nr + 3;
@@ -348,7 +350,10 @@ static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
                     memset(out, 0xA5, sizeof(uint32_t) * (size_t)(mr * ldc));
                     size_t size = cvf_dtype_size(dtypes[d]);
                     cvf_cpu_fused_store spec = {out, ldc * 4 / (int64_t)size, dtypes[d], with_bias ? bias : NULL, relu};
-                    k->run_fused(1, a, b, &spec, m, n);
+                    if (direct)
+                        k->direct(1, a, 1, b, nr, &spec, m, n);
+                    else
+                        k->run_fused(1, a, b, &spec, m, n);
                     const unsigned char *bytes = (const unsigned char *)out;
                     for (int64_t i = 0; i < mr; i++)
                         for (int64_t j = 0; j < ldc * 4 / (int64_t)size; j++) {
@@ -367,12 +372,12 @@ static void test_fused_store(const cvf_cpu_kernel *k, uint64_t seed)
                             }
                             if (got != want && failures++ < 5)
                                 CHECK(false,
-                                      "%s fused store %s relu=%d bias=%d m=%lld n=%lld (%lld,%lld): got 0x%x want 0x%x",
-                                      k->name, cvf_dtype_name(dtypes[d]), relu, with_bias, (long long)m, (long long)n,
-                                      (long long)i, (long long)j, got, want);
+                                      "%s %s store %s relu=%d bias=%d m=%lld n=%lld (%lld,%lld): got 0x%x want 0x%x",
+                                      k->name, direct ? "direct" : "fused", cvf_dtype_name(dtypes[d]), relu, with_bias,
+                                      (long long)m, (long long)n, (long long)i, (long long)j, got, want);
                         }
                 }
-    CHECK(failures == 0, "%s fused store: %d wrong elements", k->name, failures);
+    CHECK(failures == 0, "%s %s store: %d wrong elements", k->name, direct ? "direct" : "fused", failures);
     free(a), free(b), free(bias), free(out);
 }
 
@@ -589,7 +594,7 @@ static void test_direct(const cvf_cpu_kernel *k, uint64_t seed)
     free(a), free(b), free(c);
 }
 
-#if defined(__unix__)
+#if defined(__linux__) && defined(MAP_ANONYMOUS)
 /* Room for `floats` floats that ends at an unreadable page: a read at or past `end` faults. */
 typedef struct tail_buffer {
     char *map;
@@ -613,15 +618,16 @@ static bool tail_buffer_make(size_t floats, tail_buffer *t)
 }
 
 /* A direct kernel that reads only the m x n corner's rows and columns (direct_corner), checked
- * where reading more would fault: A's row m - 1 and B's row k - 1 end at an unreadable page (row
- * m, or columns n .. NR - 1 of B's last row, lie past it), every m x n corner, k = 1, 5 and 64. */
+ * where reading more would fault: A's row m - 1, B's row k - 1 and the bias (zeros: the values
+ * stay plain sums) end at an unreadable page (row m, or columns n .. NR - 1 of B's last row or of
+ * the bias, lie past it), every m x n corner, k = 1, 5 and 64, with and without the ReLU. */
 static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
 {
     if (!k->direct || !k->direct_corner)
         return;
     static const int64_t ks[] = {1, 5, 64};
     const int64_t lda = 64 + 3, ldb = k->nr + 5, ldc = k->nr + LDC_EXTRA;
-    tail_buffer ta, tb;
+    tail_buffer ta, tb, tbias;
     float *c = alloc_aligned(sizeof(float) * (size_t)(k->mr * ldc + 1));
     if (!CHECK(c && tail_buffer_make((size_t)(k->mr * lda), &ta), "memory for the direct corner test")) {
         free(c);
@@ -631,6 +637,11 @@ static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
         munmap(ta.map, ta.bytes), free(c);
         return;
     }
+    if (!CHECK(tail_buffer_make((size_t)k->nr, &tbias), "memory for the direct corner test")) {
+        munmap(ta.map, ta.bytes), munmap(tb.map, tb.bytes), free(c);
+        return;
+    }
+    memset(tbias.map, 0, tbias.bytes - (size_t)sysconf(_SC_PAGESIZE)); /* the bias: zeros */
     cvft_rng rng = cvft_rng_make(seed);
     int failures = 0;
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++)
@@ -645,13 +656,22 @@ static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
                         b[p * ldb + j] = (float)cvft_rng_uniform(&rng, -1.0, 1.0);
                 for (int64_t e = 0; e < k->mr * ldc + 1; e++)
                     c[e] = float_of(SUPPORT_POISON_F32);
-                cvf_cpu_fused_store out = {c + 1, ldc, CVF_F32, NULL, 0};
+                const int relu = (int)((m + n) % 2); /* on half the corners: positive sums only then */
+                if (relu)
+                    for (int64_t i = 0; i < m; i++)
+                        for (int64_t p = 0; p < ks[t]; p++)
+                            a[i * lda + p] = fabsf(a[i * lda + p]);
+                if (relu)
+                    for (int64_t p = 0; p < ks[t]; p++)
+                        for (int64_t j = 0; j < n; j++)
+                            b[p * ldb + j] = fabsf(b[p * ldb + j]);
+                cvf_cpu_fused_store out = {c + 1, ldc, CVF_F32, tbias.end - n, relu};
                 k->direct(ks[t], a, lda, b, ldb, &out, m, n);
                 const corner_product prod = {a, lda, b, ldb, 1, ks[t], m, n};
                 failures += check_corner(k, "direct corner", &prod, c, k->mr * ldc + 1, ldc, failures);
             }
     CHECK(failures == 0, "%s direct, corner only: %d wrong elements", k->name, failures);
-    munmap(ta.map, ta.bytes), munmap(tb.map, tb.bytes), free(c);
+    munmap(ta.map, ta.bytes), munmap(tb.map, tb.bytes), munmap(tbias.map, tbias.bytes), free(c);
 }
 #else
 static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
@@ -684,7 +704,8 @@ int main(void)
             if (!seen) {
                 tested[tested_count++] = k;
                 test_kernel(k, 0x6B3Eu + (uint64_t)level * 16 + p);
-                test_fused_store(k, 0xF05Eu + (uint64_t)level);
+                test_fused_store(k, 0xF05Eu + (uint64_t)level, false);
+                test_fused_store(k, 0xD05Eu + (uint64_t)level, true);
                 test_interleave(k, 0x1A7Eu + (uint64_t)level);
                 test_tiles(k, TILES_DOT, 0xD07u + (uint64_t)level);
                 test_tiles(k, TILES_ROWS, 0x2D07u + (uint64_t)level);

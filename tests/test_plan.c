@@ -132,10 +132,10 @@ static void check_few_rows(cvf_context *const *pools)
         for (size_t w = 0; kernel->stream && w < sizeof widths / sizeof widths[0]; w++)
             for (int p = 0; p < POOLS; p++) {
                 cvf_cpu_plan_info info = plan_of(pools[p], 2, widths[w], 1031, dtypes[d], false);
-                /* (or the direct kernel, for an f32 product of at most 128^3 whose K is one pass:
-                 * an L1 of 48 KB holds the 1031 x 16 B micro-panel of the AVX2 kernel, one of 32 KB
-                 * does not) */
-                bool direct = info.path == CVF_CPU_PATH_DIRECT && dtypes[d] == CVF_F32 && info.kc >= 1031 &&
+                /* (or the direct kernel, which takes f32 products of at most 128^3 whose K is one
+                 * pass: an L1 of 48 KB holds the 1031 x 16 B micro-panel of the AVX2 kernel, one of
+                 * 32 KB does not) */
+                bool direct = info.path == CVF_CPU_PATH_DIRECT && dtypes[d] == CVF_F32 &&
                               2 * widths[w] * 1031 <= 128 * 128 * 128;
                 CHECK(direct || (info.path == CVF_CPU_PATH_STREAM && stream_chunks_ok(&info, widths[w])),
                       "%s, 2 x %lld x 1031 on %d threads (%d used): path %s, %lld chunks of %lld columns", kernel->name,
@@ -279,10 +279,10 @@ static int64_t busiest_traffic(int64_t panels, int64_t columns, int64_t mr, int6
     return ceil_div(blocks * chunks, threads) * (ceil_div(panels, blocks) * mr + ceil_div(columns, chunks) * nr);
 }
 
-/* Few panels (at most 256 rows, so that any block of them fits half of a 512 KB L2 at K = 256):
- * among the splits of up to `threads` blocks by 1-8 chunks, none has a busiest thread with fewer
- * tiles, nor as many tiles and less A and B to move (256 rows on 16 threads of the AMX kernel: 2
- * blocks x 8 chunks, each task reading an eighth of B, where 8 x 2 read half of it). */
+/* Few panels (40-256 rows): among the splits of up to `threads` blocks (of at most mc_max rows,
+ * what this machine's L2 allows) by 1-8 chunks, none has a busiest thread with fewer tiles, nor as
+ * many tiles and less A and B to move (256 rows on 16 threads of the AMX kernel: 2 blocks x 8
+ * chunks, each task reading an eighth of B, where 8 x 2 read half of it). */
 static void check_balance_traffic(cvf_context *const *pools)
 {
     static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16};
@@ -300,6 +300,8 @@ static void check_balance_traffic(cvf_context *const *pools)
                     busiest_traffic(panels, columns, info.mr, info.nr, info.ic_blocks, info.jr_chunks, threads);
                 for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
                     for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
+                        if (ceil_div(panels, blocks) * info.mr > info.mc_max)
+                            continue; /* a block taller than the L2 allows: not a candidate */
                         int64_t alt_cost =
                             ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
                         int64_t alt_traffic =

@@ -142,6 +142,7 @@ typedef struct gemm_plan {
     const cvf_cpu_vec_ops *vec; /* the level's vector operations (conversions, epilogue) */
     int64_t mr, nr, m, n, k;
     int64_t kc, mc, nc;          /* block sizes; kc even for bf16 pairs */
+    int64_t mc_max;              /* the tallest MC block the L2 (or a forced MC) allows */
     int64_t ic_blocks;           /* MC-row blocks of M */
     int64_t jr_chunks;           /* column chunks of one NC block per task (when M alone has too few blocks) */
     int64_t elt;                 /* bytes of one packed element */
@@ -247,8 +248,8 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
  * the best split is in 3 or 6 chunks (7 panels on 3 threads: one block in 3 chunks, an even share,
  * where blocks of 3, 2 and 2 panels give one thread 9/7 of it; test_plan). Among splits of the same
  * cost, the one whose busiest thread moves the least: each of its tasks packs its block's rows of
- * A and reads its chunk's columns of B, so rounds x (rows + columns) is kept smallest (then the
- * fewest chunks, then blocks). 256 rows on 16 AMX threads are 8 panels: 8 blocks x 2 chunks, 4 x 4
+ * A and reads its chunk's columns of B, so rounds x (rows + columns) is kept smallest (on a
+ * complete tie the split choose_blocks made stays, else the fewest chunks, then blocks). 256 rows on 16 AMX threads are 8 panels: 8 blocks x 2 chunks, 4 x 4
  * and 2 x 8 cost the same, but each task of the first reads half of B's columns, of the last an
  * eighth (PERF.md).
  */
@@ -349,6 +350,7 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
 
     int64_t mc_max = forced_mc > 0 ? forced_mc : caches->l2 / 2 / (plan->kc * plan->elt);
     mc_max = max64(plan->mr, mc_max / plan->mr * plan->mr);
+    plan->mc_max = mc_max;
     int64_t blocks = ceil_div(max64(plan->m, 1), mc_max);
     int64_t threads = pool_threads;
     /* a few blocks per thread, so that a thread slowed by other work on its core does not hold up
@@ -515,8 +517,9 @@ static bool takes_direct(const gemm_plan *plan, const cpu_config *cfg, const cvf
     if (!plan->kernel->direct || cfg->forced.kc > 0 || plan->k < 1 || a->dtype != CVF_F32 || b->dtype != CVF_F32 ||
         a->col_stride != 1 || b->col_stride != 1)
         return false;
-    if (plan->m * plan->n > DIRECT_MAX_VOLUME || plan->m * plan->n * plan->k > DIRECT_MAX_VOLUME)
-        return false; /* (m, n and k are below 2^31: the first test keeps the second from overflowing) */
+    if (plan->m > DIRECT_MAX_VOLUME || plan->n > DIRECT_MAX_VOLUME || plan->k > DIRECT_MAX_VOLUME ||
+        plan->m * plan->n > DIRECT_MAX_VOLUME || plan->m * plan->n * plan->k > DIRECT_MAX_VOLUME)
+        return false; /* (each product is tested only once its factors are small: no overflow) */
     return choose_kc(plan, cfg, plain) >= plan->k;
 }
 
@@ -1887,6 +1890,7 @@ cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix
         .nr = plan.nr,
         .kc = plan.kc,
         .mc = plan.mc,
+        .mc_max = plan.mc_max,
         .nc = plan.nc,
         .ic_blocks = plan.ic_blocks,
         .jr_chunks = plan.jr_chunks,
