@@ -249,9 +249,9 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
  * where blocks of 3, 2 and 2 panels give one thread 9/7 of it; test_plan). Among splits of the same
  * cost, the one whose busiest thread moves the least: each of its tasks packs its block's rows of
  * A and reads its chunk's columns of B, so rounds x (rows + columns) is kept smallest (on a
- * complete tie the split choose_blocks made stays, else the fewest chunks, then blocks). 256 rows on 16 AMX threads are 8 panels: 8 blocks x 2 chunks, 4 x 4
- * and 2 x 8 cost the same, but each task of the first reads half of B's columns, of the last an
- * eighth (PERF.md).
+ * complete tie the split choose_blocks made stays, else the fewest chunks, then blocks). 256 rows
+ * on 16 AMX threads are 8 panels: 8 blocks x 2 chunks, 4 x 4 and 2 x 8 cost the same, but each
+ * task of the first reads half of B's columns, of the last an eighth (PERF.md).
  */
 static int64_t busiest_traffic(const gemm_plan *plan, int64_t panels, int64_t columns, int64_t blocks, int64_t chunks,
                                int64_t threads)
