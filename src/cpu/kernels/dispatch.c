@@ -29,6 +29,7 @@ static const cvf_cpu_kernel f32_avx2 = {
     .rows = cvf_cpu_rows_avx2,
     .stream = cvf_cpu_stream_avx2,
     .direct = cvf_cpu_direct_f32_avx2,
+    .direct_corner = true,
 };
 
 /* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */
