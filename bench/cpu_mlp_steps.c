@@ -6,15 +6,16 @@
  *   K2-1  grad_fc2_weight = grad_output^T @ gelu_output          (A transposed, read in place)
  *   K2-2  grad_fc1_weight = grad_fc1_output^T @ hidden_state     (A transposed, read in place)
  *   K2-3  grad_hidden_state = grad_fc1_output @ fc1_weight
- * on a one-thread CPU context, by thread CPU time: one untimed call, then the median and minimum of
- * `repeat` calls. Not part of the build; on a CPU with AMX:
+ * on a one-thread CPU context, by thread CPU time (or on `threads` threads, by wall time): one
+ * untimed call, then the median and minimum of `repeat` calls. Not part of the build; on a CPU
+ * with AMX:
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c build/libcvfuse.a -lpthread -lm \
  *       -o build/mlp_steps
- *   CVF_CPU_ISA=amx build/mlp_steps [repeat] [step] [k1_epilogue] [bf16|f32]
+ *   CVF_CPU_ISA=amx build/mlp_steps [repeat] [step] [k1_epilogue] [bf16|f32] [threads] [S]
  *
  * step: 0 (K1) .. 3 (K2-3), or -1 for all (default); k1_epilogue: full (default), plain (K1
- * without GELU' and sums: its epilogue's share), sums (column sums only).
+ * without GELU' and sums: its epilogue's share), sums (column sums only); S: tokens (2048).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -48,18 +49,20 @@ static cvf_matrix bf16_matrix(int64_t rows, int64_t cols)
 
 int main(int argc, char **argv)
 {
-    const int64_t S = 2048, H = 768, I = 3072;
+    const int64_t H = 768, I = 3072, S = argc > 6 ? atoll(argv[6]) : 2048;
     int repeat = argc > 1 ? atoi(argv[1]) : 7, only = argc > 2 ? atoi(argv[2]) : -1;
     const char *k1_epilogue = argc > 3 ? argv[3] : "full";
     if (argc > 4 && strcmp(argv[4], "f32") == 0)
         run_dtype = CVF_F32;
-    if (repeat < 1 || repeat > 100) {
-        fprintf(stderr, "usage: %s [repeat 1..100] [step 0..3 | -1] [full|plain|sums] [bf16|f32]\n", argv[0]);
+    const int threads = argc > 5 ? atoi(argv[5]) : 1;
+    if (repeat < 1 || repeat > 100 || threads < 1 || S < 1) {
+        fprintf(stderr, "usage: %s [repeat 1..100] [step 0..3 | -1] [full|plain|sums] [bf16|f32] [threads] [S]\n",
+                argv[0]);
         return 2;
     }
     cvf_context_options options = {0};
     options.device = CVF_DEVICE_CPU;
-    options.threads = 1;
+    options.threads = threads;
     cvf_context *ctx = NULL;
     if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
         fprintf(stderr, "cvf_context_create: %s\n", cvf_context_create_error());
@@ -95,12 +98,12 @@ int main(int argc, char **argv)
             continue;
         double t[101];
         for (int r = 0; r <= repeat; r++) {
-            double start = bench_thread_seconds();
+            double start = threads > 1 ? bench_seconds(CLOCK_MONOTONIC) : bench_thread_seconds();
             if (cvf_matmul(ctx, steps[s].a, steps[s].b, steps[s].c, steps[s].ep) != CVF_STATUS_SUCCESS) {
                 fprintf(stderr, "%s: %s\n", steps[s].name, cvf_context_last_error(ctx));
                 return 1;
             }
-            t[r] = bench_thread_seconds() - start;
+            t[r] = (threads > 1 ? bench_seconds(CLOCK_MONOTONIC) : bench_thread_seconds()) - start;
         }
         bench_sort(t + 1, repeat); /* t[0]: the untimed first call */
         double median = t[1 + repeat / 2];
