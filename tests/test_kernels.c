@@ -617,13 +617,13 @@ static bool tail_buffer_make(size_t floats, tail_buffer *t)
     return true;
 }
 
-/* A direct kernel that reads only the m x n corner's rows and columns (direct_corner), checked
- * where reading more would fault: A's row m - 1, B's row k - 1 and the bias (zeros: the values
+/* A direct kernel reads only the m x n corner's rows and columns (kernels.h, cvf_cpu_direct_fn),
+ * checked where reading more would fault: A's row m - 1, B's row k - 1 and the bias (zeros: the values
  * stay plain sums) end at an unreadable page (row m, or columns n .. NR - 1 of B's last row or of
  * the bias, lie past it), every m x n corner, k = 1, 5 and 64, with and without the ReLU. */
 static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
 {
-    if (!k->direct || !k->direct_corner)
+    if (!k->direct)
         return;
     static const int64_t ks[] = {1, 5, 64};
     const int64_t lda = 64 + 3, ldb = k->nr + 5, ldc = k->nr + LDC_EXTRA;
@@ -676,7 +676,7 @@ static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
 #else
 static void test_direct_corner(const cvf_cpu_kernel *k, uint64_t seed)
 {
-    (void)k, (void)seed; /* no guard pages here: the direct test's zero-padded contract stands */
+    (void)k, (void)seed; /* no guard pages here: test_direct alone checks the values */
 }
 #endif
 

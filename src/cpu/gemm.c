@@ -199,16 +199,19 @@ static int64_t min64(int64_t a, int64_t b)
  * of an MC block (thread_scratch). */
 #define TRANSPOSED_A_DEPTH 16
 
-/* Per-thread scratch layout for a plan's block sizes. */
+/* Per-thread scratch layout for a plan's block sizes (a direct plan packs nothing: tile and aux
+ * only). */
 static thread_layout thread_scratch(const gemm_plan *plan)
 {
     thread_layout t;
     t.a = 0;
-    t.tile = t.a + cvf_round_up_64((size_t)(plan->mc * cvf_cpu_pack_depth(plan->kernel->format, plan->kc) * plan->elt));
+    const int64_t packed_a = plan->direct ? 0 : plan->mc * cvf_cpu_pack_depth(plan->kernel->format, plan->kc);
+    t.tile = t.a + cvf_round_up_64((size_t)(packed_a * plan->elt));
     t.run = t.tile + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
     /* run: one converted row of a block, the converted runs of one micro-panel, or the converted
      * columns of a transposed A that are packed together */
-    int64_t run = max64(max64(plan->nc, TRANSPOSED_A_DEPTH * plan->mc), max64(plan->mr, plan->nr) * plan->kc);
+    int64_t run =
+        plan->direct ? 0 : max64(max64(plan->nc, TRANSPOSED_A_DEPTH * plan->mc), max64(plan->mr, plan->nr) * plan->kc);
     t.aux = t.run + cvf_round_up_64(sizeof(float) * (size_t)run);
     t.total = t.aux + cvf_round_up_64(sizeof(float) * CVF_CPU_MR_MAX * CVF_CPU_NR_MAX);
     return t;
@@ -551,10 +554,10 @@ static void lay_out_workspace(gemm_plan *plan, const cvf_epilogue *ep)
     plan->total = plan->off_threads + plan->thread_stride * (size_t)max64(plan->threads, 1);
 }
 
-/* The plan of a product that takes_direct: one pass, no packing, a task per MR rows; the scratch
- * of a thread holds MR x K rows of A and NR x K columns of B (a kernel without direct_corner reads
- * an edge tile's copies, zero-padded). Planned without the blocking's divisions: a 64^3 call,
- * planned twice (workspace query and run), spent ~0.2 us there. */
+/* The plan of a product that takes_direct: one pass, no packing (the kernel reads A and B in
+ * place, an edge tile's rows and columns alone), a task per MR rows. Planned without the
+ * blocking's divisions: a 64^3 call, planned twice (workspace query and run), spent ~0.2 us
+ * there. */
 static void plan_direct(gemm_plan *plan, const cvf_context *ctx, const cpu_config *cfg, const cvf_epilogue *ep,
                         int32_t useful)
 {
@@ -1728,8 +1731,8 @@ static void stream_finish_task(void *arg, int64_t task, int32_t thread)
     finish_tile(job, first, plan->n, 0, plan->m, j0, n, (float *)(scratch + thread_scratch(plan).aux));
 }
 
-/* Task of a direct product: one MR-row panel of C against all of B, read in place; an edge panel
- * of A (fewer than MR rows) or of B (fewer than NR columns) is copied zero-padded first. */
+/* Task of a direct product: one MR-row panel of C against all of B, both read in place (the
+ * kernel reads an edge tile's own rows and columns only). */
 static void direct_task(void *arg, int64_t task, int32_t thread)
 {
     const gemm_job *job = arg;
@@ -1740,26 +1743,11 @@ static void direct_task(void *arg, int64_t task, int32_t thread)
     thread_layout layout = thread_scratch(plan);
     float *tile = (float *)(scratch + layout.tile), *aux = (float *)(scratch + layout.aux);
     const float *rows = (const float *)a->data + i0 * a->row_stride;
-    int64_t lda = a->row_stride;
-    const bool corner = plan->kernel->direct_corner; /* reads the m x n corner only: nothing to copy */
-    if (m < plan->mr && !corner) { /* rows m .. MR-1 read as zeros (the packed A block's room holds MR x K) */
-        float *copy = (float *)(scratch + layout.a);
-        for (int64_t i = 0; i < plan->mr; i++)
-            for (int64_t p = 0; p < k; p++)
-                copy[i * k + p] = i < m ? rows[i * lda + p] : 0.0f;
-        rows = copy, lda = k;
-    }
+    const int64_t lda = a->row_stride, ldb = b->row_stride;
     const float *bias = job->ep->bias ? (const float *)(job->workspace + plan->off_bias) : NULL;
     for (int64_t j0 = 0; j0 < plan->n; j0 += plan->nr) {
-        int64_t n = min64(plan->nr, plan->n - j0), ldb = b->row_stride;
+        int64_t n = min64(plan->nr, plan->n - j0);
         const float *columns = (const float *)b->data + j0;
-        if (n < plan->nr && !corner) { /* columns n .. NR-1 read as zeros (the run room holds NR x K) */
-            float *copy = (float *)(scratch + layout.run);
-            for (int64_t p = 0; p < k; p++)
-                for (int64_t j = 0; j < plan->nr; j++)
-                    copy[p * plan->nr + j] = j < n ? columns[p * ldb + j] : 0.0f;
-            columns = copy, ldb = plan->nr;
-        }
         kernel_fp_mode mode = kernels_begin(job);
         if (job->fused_store) {
             cvf_cpu_fused_store out = {element_at(job->c, i0, j0), job->c->row_stride, job->c->dtype,

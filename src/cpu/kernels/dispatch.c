@@ -29,7 +29,6 @@ static const cvf_cpu_kernel f32_avx2 = {
     .rows = cvf_cpu_rows_avx2,
     .stream = cvf_cpu_stream_avx2,
     .direct = cvf_cpu_direct_f32_avx2,
-    .direct_corner = true,
 };
 
 /* AVX-512 fp32 kernel (also the AVX512_BF16 level's kernel for anything but bf16 x bf16). */
@@ -49,7 +48,6 @@ static const cvf_cpu_kernel f32_avx512 = {
     .rows = cvf_cpu_rows_avx2,
     .stream = cvf_cpu_stream_avx2,
     .direct = cvf_cpu_direct_f32_avx512,
-    .direct_corner = true,
     /* KC up to 360 at 48 KB of L1 (2048 in 6 passes of 342): 2048^3 on one thread 1.04-1.06x
      * OpenBLAS at the half-L1 KC of 187, 0.98-1.00x at 342, 1.00-1.03x at 384 (PERF.md) */
     .kc_l1_16ths = 15,

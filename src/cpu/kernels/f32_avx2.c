@@ -258,7 +258,7 @@ void cvf_cpu_kernel_f32_avx2_fused(int64_t kc, const void *a_panel, const void *
 /* ---- the direct kernel: A and B read in place ------------------------------------------------ */
 
 /* Full 6 x 16 tiles run the assembly loop below; edge tiles (fewer rows or columns) an intrinsics
- * loop compiled per row count that reads only the corner (direct_corner: the caller copies no
+ * loop compiled per row count that reads only the corner (kernels.h: the caller copies no
  * zero-padded panels). One thread, ours / OpenBLAS Haswell on the development VM: 30^3 1.53 ->
  * 0.97, 100^3 1.33 -> 0.99-1.01, 127^3 1.14 -> 0.89, 64^3 0.98 -> 0.96 (PERF.md). */
 
@@ -344,7 +344,7 @@ static inline __attribute__((always_inline)) void tile_product_direct(int64_t k,
 
 /* acc = A B for an edge tile of `rows` rows (1-6) and `vecs` vectors of 8 columns (constants where
  * it is inlined): A's m = rows rows and B's n columns read in place (columns from n on masked off,
- * never read), so that the caller copies nothing (kernels.h, direct_corner); the rows and
+ * never read), so that the caller copies nothing (kernels.h, cvf_cpu_direct_fn); the rows and
  * vectors past the corner are left unset (store_fused stores only the corner). */
 static inline __attribute__((always_inline)) void tile_product_edge(int rows, int vecs, int64_t k, const float *a,
                                                                     int64_t lda, const float *b, int64_t ldb, int64_t n,

@@ -249,7 +249,7 @@ static __attribute__((noinline)) void direct_store_16(const cvf_cpu_fused_store 
  * A and B read in place one k step at a time: B's row as vecs vectors (columns from n on masked
  * off, never read), each A element broadcast from memory into its vecs FMAs. Only the m = rows
  * rows of A and the n columns of B are read, so no row or column of the tile is computed for
- * nothing and the caller copies no edge panel (kernels.h, cvf_cpu_kernel's direct_corner). An f32
+ * nothing and the caller copies no edge panel (kernels.h, cvf_cpu_direct_fn). An f32
  * out is stored here without branches (ReLU as a max with 0 or -inf, which keeps NaN and -0 as
  * store_fused does); a 16-bit one through direct_store_16. */
 static inline __attribute__((always_inline)) void direct_tile(int rows, int vecs, int64_t k, const float *a,

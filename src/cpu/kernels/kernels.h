@@ -109,9 +109,8 @@ typedef void (*cvf_cpu_interleave_fn)(const float *const *rows, int64_t count, i
  * The MR x NR tile of fp32 A and B read in place, for products too small for packing to pay:
  *     acc[i][j] = sum over p < k of a[i * lda + p] * b[p * ldb + j]       (i < MR, j < NR)
  * then stored as by the fused store (bias, ReLU, dtype) into the m x n corner of out (1 <= m <= MR,
- * 1 <= n <= NR). All MR rows of A and NR columns of B must be readable (the caller copies edge
- * panels, zero-padded), unless the kernel's direct_corner is set: then it reads only the m rows of
- * A and the n columns of B. Any alignment; k >= 0.
+ * 1 <= n <= NR). Only the m rows of A and the n columns of B (and of the bias) are read, so an edge
+ * tile needs no zero-padded copy. Any alignment; k >= 0.
  */
 typedef void (*cvf_cpu_direct_fn)(int64_t k, const float *a, int64_t lda, const float *b, int64_t ldb,
                                   const cvf_cpu_fused_store *out, int64_t m, int64_t n);
@@ -149,7 +148,6 @@ typedef struct cvf_cpu_kernel {
     cvf_cpu_rows_fn rows;                        /* row tiles for short products with a row-major B, or NULL */
     cvf_cpu_stream_fn stream;                    /* the same for 1-4 rows, B streamed row by row, or NULL */
     cvf_cpu_direct_fn direct;                    /* unpacked tiles for tiny products, or NULL */
-    bool direct_corner;                          /* direct reads only the m x n corner's rows and columns */
     int32_t kc_l1_16ths;                         /* the share of L1, in 16ths, that a KC x NR B micro-panel
                                                   * may fill when K is cut into passes (0: half, 8/16) */
     int32_t min_block_panels;                    /* the fewest MR panels of an MC block when M is cut for the
