@@ -247,7 +247,7 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
  * threads twice the work of others (AMX, K2-2 of the MLP, M = 768: 24 panels on 16 threads, blocks
  * of 2 and 1 panels; AVX2, 40 x 3072 x 768 on 2 threads: blocks of 4 and 3 panels, 1.21x
  * OpenBLAS's time, one block in 2 chunks 1.07x). Every split of up to `threads` blocks (within
- * mc_max) by 1 to 8 chunks is costed, the largest task round kept smallest: on 3, 6 or 12 threads
+ * the plan's mc_max) by 1 to 8 chunks is costed, the largest task round kept smallest: on 3, 6 or 12 threads
  * the best split is in 3 or 6 chunks (7 panels on 3 threads: one block in 3 chunks, an even share,
  * where blocks of 3, 2 and 2 panels give one thread 9/7 of it; test_plan). Among splits of the same
  * cost, the one whose busiest thread moves the least: each of its tasks packs its block's rows of
@@ -263,7 +263,7 @@ static int64_t busiest_traffic(const gemm_plan *plan, int64_t panels, int64_t co
            (ceil_div(panels, blocks) * plan->mr + ceil_div(columns, chunks) * plan->nr);
 }
 
-static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
+static void balance_tiles(gemm_plan *plan, int64_t threads)
 {
     int64_t panels = ceil_div(max64(plan->m, 1), plan->mr), columns = ceil_div(plan->nc, plan->nr);
     if (panels % threads == 0 || panels >= 8 * threads)
@@ -272,7 +272,7 @@ static void balance_tiles(gemm_plan *plan, int64_t threads, int64_t mc_max)
     int64_t best_traffic = busiest_traffic(plan, panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
     for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
         for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
-            if (ceil_div(panels, blocks) * plan->mr > mc_max)
+            if (ceil_div(panels, blocks) * plan->mr > plan->mc_max)
                 continue;
             int64_t cost = busiest_thread(panels, columns, blocks, chunks, threads);
             int64_t traffic = busiest_traffic(plan, panels, columns, blocks, chunks, threads);
@@ -385,7 +385,7 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     plan->nc = min64(nc, round_up(max64(plan->n, 1), plan->nr));
     plan->jr_chunks = min64(plan->jr_chunks, ceil_div(plan->nc, plan->nr));
     if (forced_mc <= 0 && cfg->forced.chunks <= 0 && threads > 1) /* every kernel: PERF.md, issue 16 */
-        balance_tiles(plan, threads, mc_max);
+        balance_tiles(plan, threads);
 }
 
 /*

@@ -283,8 +283,7 @@ static inline __attribute__((always_inline)) void direct_tile(int rows, int vecs
         return;
     }
     __m512 bias[NV];
-    _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) bias[v] =
-        out->bias ? _mm512_maskz_loadu_ps(mk[v], out->bias + 16 * v) : _mm512_setzero_ps();
+    store_setup(out, n, mk, bias);
     const __m512 floor = out->relu ? _mm512_setzero_ps() : _mm512_set1_ps(-__builtin_inff());
     float *c = (float *)out->c;
     const int64_t ldc = out->ldc;
