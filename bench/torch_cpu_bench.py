@@ -80,15 +80,24 @@ def make_case(op, dt, dims, gen):
          "grad_hidden_state": torch.empty(S, H, dtype=dt), "grad_fc1_output": torch.empty(S, I, dtype=dt)}
     grad_gelu = torch.empty(S, I, dtype=dt)
 
+    g, gfo = i["grad_output"], o["grad_fc1_output"]
+    # the backward's ops in order, named by the cvfuse step they stand beside (bench/torch_cpu_steps.py
+    # times them one by one)
+    steps = [
+        ("K3 sum(grad_output)", lambda: torch.sum(g, 0, out=o["grad_fc2_bias"])),
+        ("K2-1 g^T @ gelu_out", lambda: torch.mm(g.t(), i["gelu_output"], out=o["grad_fc2_weight"])),
+        ("K1 mm g @ W2", lambda: torch.mm(g, i["fc2_weight"], out=grad_gelu)),
+        ("K1 gelu_backward", lambda: aten.gelu_backward.grad_input(grad_gelu, i["fc1_output"], approximate="tanh",
+                                                                  grad_input=gfo)),
+        ("K1 sum", lambda: torch.sum(gfo, 0, out=o["grad_fc1_bias"])),
+        ("K2-2 gfo^T @ x", lambda: torch.mm(gfo.t(), i["hidden_state"], out=o["grad_fc1_weight"])),
+        ("K2-3 gfo @ W1", lambda: torch.mm(gfo, i["fc1_weight"], out=o["grad_hidden_state"])),
+    ]
+
     def backward():
-        g = i["grad_output"]
-        torch.sum(g, 0, out=o["grad_fc2_bias"])
-        torch.mm(g.t(), i["gelu_output"], out=o["grad_fc2_weight"])
-        torch.mm(g, i["fc2_weight"], out=grad_gelu)
-        aten.gelu_backward.grad_input(grad_gelu, i["fc1_output"], approximate="tanh", grad_input=o["grad_fc1_output"])
-        torch.sum(o["grad_fc1_output"], 0, out=o["grad_fc1_bias"])
-        torch.mm(o["grad_fc1_output"].t(), i["hidden_state"], out=o["grad_fc1_weight"])
-        torch.mm(o["grad_fc1_output"], i["fc1_weight"], out=o["grad_hidden_state"])
+        for _, step in steps:
+            step()
+    backward.steps = steps
     return backward, i, o
 
 
@@ -119,17 +128,23 @@ def reference(op, i):
             "grad_hidden_state": g1 @ d["fc1_weight"]}
 
 
+def time_calls(fn, warmup, repeat):
+    """The times in ms of `repeat` calls of fn after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
 def run_case(op, dtype, dims, args):
     """Times one case; prints a row and returns its JSON object."""
     gen = torch.Generator().manual_seed(args.seed)
     fn, inputs, outputs = make_case(op, DTYPES[dtype], dims, gen)
-    for _ in range(args.warmup):
-        fn()
-    times = []
-    for _ in range(args.repeat):
-        start = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - start) * 1e3)
+    times = time_calls(fn, args.warmup, args.repeat)
     ms = statistics.median(times)
     gflops = OPS[op][2] * dims[0] * dims[1] * dims[2] / (ms * 1e6)
     names = ("m", "n", "k") if op in ("gemm", "matmul-relu") else ("S", "H", "I")
