@@ -7,10 +7,17 @@
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc bench/cpu_kernel_probe.c build/libcvfuse.a \
  *       -lpthread -lm -o build/kernel_probe
  *   build/kernel_probe [kc] [panels] [repeats]        (defaults 192 37 2000)
+ *   build/kernel_probe direct M N K [calls]           (the direct kernel on one M x N tile, M <= 12,
+ *                                                      N <= 32, A and B in place, 1,000,000 calls)
+ *
+ * The direct mode prints the time per call (thread CPU time, best of 5 rounds), for the tiny
+ * products' per-tile cost (PERF.md, 2026-12-05 fifth session, tiny products); A and B hold a full
+ * 12 x K and K x 32 so that a kernel built before it read only the corner runs too.
  */
 #include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "bench_time.h"
@@ -36,8 +43,42 @@ __attribute__((target("avx512f"))) static double fma_loop(long iters)
     return bench_thread_seconds() - t0;
 }
 
+/* The direct kernel on one m x n tile of k steps, `calls` times: the best of 5 rounds, per call. */
+static int direct_mode(int m, int n, int k, long calls)
+{
+    const int mr = CVF_CPU_F32_AVX512_MR, nr = CVF_CPU_F32_AVX512_NR;
+    if (m < 1 || m > mr || n < 1 || n > nr || k < 0 || calls < 1) {
+        fprintf(stderr, "direct: M 1..%d, N 1..%d, K >= 0, calls >= 1\n", mr, nr);
+        return 2;
+    }
+    size_t kk = (size_t)(k > 0 ? k : 1);
+    float *a = aligned_alloc(64, (mr * kk * 4 + 63) / 64 * 64), *b = aligned_alloc(64, (kk * nr * 4 + 63) / 64 * 64);
+    float *c = aligned_alloc(64, (size_t)mr * nr * 4);
+    if (!a || !b || !c)
+        return 1;
+    for (size_t i = 0; i < mr * kk; i++)
+        a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < kk * nr; i++)
+        b[i] = (float)(i % 5) * 0.1f;
+    cvf_cpu_fused_store out = {c, nr, CVF_F32, NULL, 0};
+    double best = 1e30;
+    for (int trial = 0; trial < 5; trial++) {
+        double t0 = bench_thread_seconds();
+        for (long r = 0; r < calls; r++)
+            cvf_cpu_direct_f32_avx512(k, a, k, b, nr, &out, m, n);
+        double t = bench_thread_seconds() - t0;
+        best = t < best ? t : best;
+    }
+    double ns = best / (double)calls * 1e9;
+    printf("direct %dx%dx%d: %.1f ns a call, %.1f GFLOP/s\n", m, n, k, ns, 2.0 * m * n * k / ns);
+    free(a), free(b), free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 4 && strcmp(argv[1], "direct") == 0)
+        return direct_mode(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? atol(argv[5]) : 1000000);
     int kc = argc > 1 ? atoi(argv[1]) : 192, panels = argc > 2 ? atoi(argv[2]) : 37;
     int repeats = argc > 3 ? atoi(argv[3]) : 2000;
     const int mr = CVF_CPU_F32_AVX512_MR, nr = CVF_CPU_F32_AVX512_NR;

@@ -245,14 +245,16 @@ static __attribute__((noinline)) void direct_store_16(const cvf_cpu_fused_store 
             store_fused(out, i, v, tile[i][v], bias, mk);
 }
 
-/* The direct tile of `rows` rows and `vecs` vectors of 16 columns (constants where it is inlined),
- * A and B read in place one k step at a time: B's row as vecs vectors (columns from n on masked
- * off, never read), each A element broadcast from memory into its vecs FMAs. Only the m = rows
+/* The direct tile of `rows` rows and `vecs` vectors of 16 columns (constants where it is inlined,
+ * with `full` when n fills them), A and B read in place one k step at a time: B's row as vecs
+ * vectors (columns from n on masked off, never read; a full row with plain loads, as a zeroing
+ * masked load costs a uop beside the FMAs: 12 x 32 x 128 took 4-5% longer masked), each A element
+ * broadcast from memory into its vecs FMAs. Only the m = rows
  * rows of A and the n columns of B are read, so no row or column of the tile is computed for
  * nothing and the caller copies no edge panel (kernels.h, cvf_cpu_direct_fn). An f32
  * out is stored here without branches (ReLU as a max with 0 or -inf, which keeps NaN and -0 as
  * store_fused does); a 16-bit one through direct_store_16. */
-static inline __attribute__((always_inline)) void direct_tile(int rows, int vecs, int64_t k, const float *a,
+static inline __attribute__((always_inline)) void direct_tile(int rows, int vecs, bool full, int64_t k, const float *a,
                                                               int64_t lda, const float *b, int64_t ldb,
                                                               const cvf_cpu_fused_store *out, int64_t n)
 {
@@ -266,7 +268,7 @@ static inline __attribute__((always_inline)) void direct_tile(int rows, int vecs
     for (int64_t p = 0; p < k; p++) {
         __m512 bv[NV];
         _Pragma("GCC unroll 4") for (int v = 0; v < vecs; v++) bv[v] =
-            _mm512_maskz_loadu_ps(mk[v], b + p * ldb + 16 * v);
+            full ? _mm512_loadu_ps(b + p * ldb + 16 * v) : _mm512_maskz_loadu_ps(mk[v], b + p * ldb + 16 * v);
         _Pragma("GCC unroll 16") for (int i = 0; i < rows; i++)
         {
             __m512 x = _mm512_set1_ps(a[i * lda + p]);
@@ -304,10 +306,12 @@ void cvf_cpu_direct_f32_avx512(int64_t k, const float *a, int64_t lda, const flo
 {
 #define DIRECT_ROWS(r)                                                                                                 \
     case r:                                                                                                            \
-        if (n > 16)                                                                                                    \
-            direct_tile(r, 2, k, a, lda, b, ldb, out, n);                                                              \
+        if (n == 32)                                                                                                   \
+            direct_tile(r, 2, true, k, a, lda, b, ldb, out, n);                                                        \
+        else if (n > 16)                                                                                               \
+            direct_tile(r, 2, false, k, a, lda, b, ldb, out, n);                                                       \
         else                                                                                                           \
-            direct_tile(r, 1, k, a, lda, b, ldb, out, n);                                                              \
+            direct_tile(r, 1, n == 16, k, a, lda, b, ldb, out, n);                                                     \
         break;
     switch (m) {
         DIRECT_ROWS(1)
