@@ -343,12 +343,13 @@ static inline __attribute__((always_inline)) void tile_product_direct(int64_t k,
 }
 
 /* acc = A B for an edge tile of `rows` rows (1-6) and `vecs` vectors of 8 columns (constants where
- * it is inlined): A's m = rows rows and B's n columns read in place (columns from n on masked off,
- * never read), so that the caller copies nothing (kernels.h, cvf_cpu_direct_fn); the rows and
- * vectors past the corner are left unset (store_fused stores only the corner). */
-static inline __attribute__((always_inline)) void tile_product_edge(int rows, int vecs, int64_t k, const float *a,
-                                                                    int64_t lda, const float *b, int64_t ldb, int64_t n,
-                                                                    tile *acc)
+ * it is inlined, with `full` when n fills them): A's m = rows rows and B's n columns read in place
+ * (columns from n on masked off, never read; full vectors with plain loads, vmaskmovps costing a
+ * uop beside the FMAs), so that the caller copies nothing (kernels.h, cvf_cpu_direct_fn); the rows
+ * and vectors past the corner are left unset (store_fused stores only the corner). */
+static inline __attribute__((always_inline)) void tile_product_edge(int rows, int vecs, bool full, int64_t k,
+                                                                    const float *a, int64_t lda, const float *b,
+                                                                    int64_t ldb, int64_t n, tile *acc)
 {
     const int64_t n0 = n < 8 ? n : 8;
     const __m256i m0 = lane_mask(n0), m1 = lane_mask(n - n0);
@@ -359,9 +360,9 @@ static inline __attribute__((always_inline)) void tile_product_edge(int rows, in
     }
     for (int64_t p = 0; p < k; p++) {
         __m256 bv[2];
-        bv[0] = _mm256_maskload_ps(b + p * ldb, m0);
+        bv[0] = vecs > 1 || full ? _mm256_loadu_ps(b + p * ldb) : _mm256_maskload_ps(b + p * ldb, m0);
         if (vecs > 1)
-            bv[1] = _mm256_maskload_ps(b + p * ldb + 8, m1);
+            bv[1] = full ? _mm256_loadu_ps(b + p * ldb + 8) : _mm256_maskload_ps(b + p * ldb + 8, m1);
         _Pragma("GCC unroll 6") for (int i = 0; i < rows; i++)
         {
             const __m256 x = _mm256_broadcast_ss(a + i * lda + p);
@@ -381,10 +382,12 @@ static void tile_product_edges(int64_t k, const float *a, int64_t lda, const flo
 {
 #define EDGE_ROWS(r)                                                                                                   \
     case r:                                                                                                            \
-        if (n > 8)                                                                                                     \
-            tile_product_edge(r, 2, k, a, lda, b, ldb, n, acc);                                                        \
+        if (n == 16)                                                                                                   \
+            tile_product_edge(r, 2, true, k, a, lda, b, ldb, n, acc);                                                  \
+        else if (n > 8)                                                                                                \
+            tile_product_edge(r, 2, false, k, a, lda, b, ldb, n, acc);                                                 \
         else                                                                                                           \
-            tile_product_edge(r, 1, k, a, lda, b, ldb, n, acc);                                                        \
+            tile_product_edge(r, 1, n == 8, k, a, lda, b, ldb, n, acc);                                                \
         break;
     switch (m) {
         EDGE_ROWS(1)
