@@ -221,10 +221,10 @@ if ! skip sbs; then
     done
 fi
 
-# ---- a short backward on many threads (S = 256: 1.5-1.65x PyTorch's time at 16 threads, where
-# S = 2048 is at ~1.0): its GEMMs as plain products under the default split and forced 2-D splits
-# (CVF_CPU_BLOCKS's fourth field: 1 block x 16 chunks reads each B column once; the balance's
-# tie-break today prefers fewer chunks) ----
+# ---- a short backward on many threads (S = 256): its GEMMs as plain products under the default
+# split and forced 2-D splits (CVF_CPU_BLOCKS's fourth field: 1 block x 16 chunks reads each B
+# column once; the balance's tie-break picks the split that moves the least A and B, 2 x 8 for
+# 256 rows on 16 AMX threads, PERF.md 2026-12-05 fifth session) ----
 if ! skip small_s; then
     for round in 1 2; do
         for v in default 0,256,0,16 0,64,0,4; do
