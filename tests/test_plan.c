@@ -289,16 +289,17 @@ static void check_balance_traffic(cvf_context *const *pools)
             for (int64_t m = 40; m <= 256; m += 9) {
                 cvf_cpu_plan_info info = plan_of(pools[p], m, 3072, 256, dtypes[d], false);
                 int64_t panels = ceil_div(m, info.mr), columns = ceil_div(info.nc, info.nr);
-                if (info.path != CVF_CPU_PATH_BLOCKED || info.threads != threads || panels % threads == 0 ||
-                    panels >= 8 * threads)
+                const bool even = panels % threads == 0; /* then only one-task-per-thread splits compete */
+                if (info.path != CVF_CPU_PATH_BLOCKED || info.threads != threads || panels >= 8 * threads ||
+                    (even && info.ic_blocks * info.jr_chunks > threads))
                     continue; /* the tiles, or a split that needs no balance */
                 int64_t cost = busiest_tiles(&info, m, threads);
                 int64_t traffic =
                     busiest_traffic(panels, columns, info.mr, info.nr, info.ic_blocks, info.jr_chunks, threads);
                 for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
                     for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
-                        if (ceil_div(panels, blocks) * info.mr > info.mc_max)
-                            continue; /* a block taller than the L2 allows: not a candidate */
+                        if (ceil_div(panels, blocks) * info.mr > info.mc_max || (even && blocks * chunks > threads))
+                            continue; /* a block taller than the L2 allows, or a second round: not a candidate */
                         int64_t alt_cost =
                             ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
                         int64_t alt_traffic =

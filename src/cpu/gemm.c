@@ -254,7 +254,9 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
  * A and reads its chunk's columns of B, so rounds x (rows + columns) is kept smallest (on a
  * complete tie the split choose_blocks made stays, else the fewest chunks, then blocks). 256 rows
  * on 16 AMX threads are 8 panels: 8 blocks x 2 chunks, 4 x 4 and 2 x 8 cost the same, but each
- * task of the first reads half of B's columns, of the last an eighth (PERF.md).
+ * task of the first reads half of B's columns, of the last an eighth (PERF.md). An even split of
+ * one task per thread is reshaped the same way, among splits of one task per thread: 256 rows on 8
+ * AMX threads (8 blocks of one panel, each reading all of B) took twice as long as on 16 (PERF.md).
  */
 static int64_t busiest_traffic(const gemm_plan *plan, int64_t panels, int64_t columns, int64_t blocks, int64_t chunks,
                                int64_t threads)
@@ -266,13 +268,18 @@ static int64_t busiest_traffic(const gemm_plan *plan, int64_t panels, int64_t co
 static void balance_tiles(gemm_plan *plan, int64_t threads)
 {
     int64_t panels = ceil_div(max64(plan->m, 1), plan->mr), columns = ceil_div(plan->nc, plan->nr);
-    if (panels % threads == 0 || panels >= 8 * threads)
-        return; /* even already, or enough blocks per thread for the imbalance not to matter */
+    if (panels >= 8 * threads)
+        return; /* enough blocks per thread for the imbalance not to matter */
+    /* an even split already: only the shape of its tasks is reconsidered, where it has one task per
+     * thread (a plan of several rounds keeps them, so that a slowed core sheds work) */
+    const bool even = panels % threads == 0;
+    if (even && plan->ic_blocks * plan->jr_chunks > threads)
+        return;
     int64_t best_cost = busiest_thread(panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
     int64_t best_traffic = busiest_traffic(plan, panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
     for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
         for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
-            if (ceil_div(panels, blocks) * plan->mr > plan->mc_max)
+            if (ceil_div(panels, blocks) * plan->mr > plan->mc_max || (even && blocks * chunks > threads))
                 continue;
             int64_t cost = busiest_thread(panels, columns, blocks, chunks, threads);
             int64_t traffic = busiest_traffic(plan, panels, columns, blocks, chunks, threads);
