@@ -320,7 +320,9 @@ static void check_balance_traffic(cvf_context *const *pools)
 
 /* The AMX kernel (bf16 tiles; only where the CPU has AMX, else said and skipped): two blocks per
  * thread, of at least 2 panels, so that a slowed core sheds work (2048 rows on 16 threads: 32
- * blocks of 64 rows, where one block per thread made it hold up every pass). */
+ * blocks of 64 rows, where one block per thread made it hold up every pass). Where the panels are
+ * too few for that, one task per thread, shaped by check_balance_traffic's rule (1024 rows on 16
+ * threads: 4 blocks x 4 chunks rather than 16 blocks, each reading all of B). */
 static void check_amx_blocks(cvf_context *const *pools)
 {
     const cvf_cpu_kernel *kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_BF16, CVF_BF16);
@@ -336,9 +338,12 @@ static void check_amx_blocks(cvf_context *const *pools)
             if (info.path != CVF_CPU_PATH_BLOCKED || threads != pool_threads[p])
                 continue;
             int64_t want = 2 * threads < panels / 2 ? 2 * threads : panels / 2;
-            CHECK(info.ic_blocks >= want && ceil_div(panels, info.ic_blocks) >= 2,
-                  "AMX, %lld x 2048 x 2048 on %d threads: %lld blocks of up to %lld rows (want >= %lld of >= 2 panels)",
-                  (long long)rows[r], (int)threads, (long long)info.ic_blocks, (long long)info.mc, (long long)want);
+            bool one_round = info.ic_blocks * info.jr_chunks <= threads && want < 2 * threads;
+            CHECK((info.ic_blocks >= want || one_round) && ceil_div(panels, info.ic_blocks) >= 2,
+                  "AMX, %lld x 2048 x 2048 on %d threads: %lld blocks x %lld chunks of up to %lld rows (want >= %lld "
+                  "blocks of >= 2 panels, or one task per thread)",
+                  (long long)rows[r], (int)threads, (long long)info.ic_blocks, (long long)info.jr_chunks,
+                  (long long)info.mc, (long long)want);
         }
     }
 }
