@@ -9,7 +9,7 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks sbs small_s"  groups to leave out
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape sbs small_s"  groups to leave out
 #   BLOCK_ROUNDS=3 I15_ROUNDS=3       alternations of the blocks and sbs groups
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
@@ -112,7 +112,7 @@ if ! skip tests; then
     t0=$SECONDS
     echo "== tests at levels:$levels (in parallel)"
     for isa in $levels; do
-        for t in test_ops test_kernels test_vec; do
+        for t in test_ops test_kernels test_vec test_plan; do
             (CVF_CPU_ISA=$isa timeout 240 "$BUILD/tests/$t" > "$OUT/${t}_$isa.log" 2>&1; echo "rc=$?" >> "$OUT/${t}_$isa.log") &
         done
     done
@@ -193,6 +193,41 @@ if ! skip blocks; then
                 --m 2048 --n 2048 --k 2048 --repeat 20 --warmup 2
         done
     done
+fi
+
+# ---- issues 15 and 16: one task per thread reshaped into blocks x chunks (PERF.md, sixth session,
+# the next step): at many threads, each GEMM of the f32 MLP backward (bench/cpu_mlp_steps.c, built
+# here; K2-1 and K2-2 read A transposed) and 2048^3 under the default split and forced one-round
+# splits of 8 x 2 and 4 x 4 (16 x 1 where the default differs; MC for the AVX-512 fp32 kernel's
+# 12-row panels), alternated over BLOCK_ROUNDS rounds: whether fewer B columns per task pay for
+# more A rows packed per task (on the VM, K2-3's 4 x 4 did 9% more work) ----
+if ! skip reshape; then
+    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm         -o "$BUILD/mlp_steps" 2> "$OUT/reshape_build.log"; then
+        for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+            # step: rows, then MC of 16 x 1, 8 x 2, 4 x 4 (2 x 8 for K2-1's 768 rows)
+            for split in "0 132 264 516" "1 48 96 192 384" "2 192 384 768" "3 132 264 516"; do
+                set -- $split
+                step=$1; shift
+                chunks=1
+                for mc in default "$@"; do
+                    v=default
+                    [ "$mc" = default ] || { v=0,$mc,0,$chunks; chunks=$((chunks * 2)); }
+                    printf 'round %s step %s %-14s ' "$round" "$step" "$v"
+                    if [ "$v" = default ]; then
+                        "$BUILD/mlp_steps" 10 "$step" full f32 "$MANY" $S15 | head -1
+                    else
+                        CVF_CPU_BLOCKS=$v "$BUILD/mlp_steps" 10 "$step" full f32 "$MANY" $S15 | head -1
+                    fi
+                done
+            done 2>&1 | tee -a "$OUT/reshape.log"
+            for v in default 0,132,0,1 0,264,0,2 0,516,0,4; do
+                bench_blocks "$v" "reshape_r${round}_gemm_${v//,/_}" "reshape:$v" "$MANY" --op gemm --dtype f32 \
+                    --m 2048 --n 2048 --k 2048 --repeat 10 --warmup 2
+            done
+        done
+    else
+        echo "SKIP reshape: mlp_steps did not build"; tail -5 "$OUT/reshape_build.log"
+    fi
 fi
 
 # ---- issue 15's cases, ours and PyTorch eager in one process (bench/torch_cpu_side_by_side.py,
