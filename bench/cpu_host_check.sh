@@ -198,26 +198,23 @@ fi
 # ---- issues 15 and 16: one task per thread reshaped into blocks x chunks (PERF.md, sixth session,
 # the next step): at many threads, each GEMM of the f32 MLP backward (bench/cpu_mlp_steps.c, built
 # here; K2-1 and K2-2 read A transposed) and 2048^3 under the default split and forced one-round
-# splits of 8 x 2 and 4 x 4 (16 x 1 where the default differs; MC for the AVX-512 fp32 kernel's
-# 12-row panels), alternated over BLOCK_ROUNDS rounds: whether fewer B columns per task pay for
-# more A rows packed per task (on the VM, K2-3's 4 x 4 did 9% more work) ----
+# splits of 16 x 1 (the rule before da4a2d3), 8 x 2 and 4 x 4 (and 2 x 8 for K2-1's 768 rows; MC
+# for the AVX-512 fp32 kernel's 12-row panels), alternated over BLOCK_ROUNDS rounds: whether fewer
+# B columns per task pay for more A rows packed per task (on the VM, K2-3's 4 x 4 did 9% more work) ----
 if ! skip reshape; then
-    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm         -o "$BUILD/mlp_steps" 2> "$OUT/reshape_build.log"; then
+    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
+        -o "$BUILD/mlp_steps" 2> "$OUT/reshape_build.log"; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
-            # step: rows, then MC of 16 x 1, 8 x 2, 4 x 4 (2 x 8 for K2-1's 768 rows)
+            # each: the step (cpu_mlp_steps' index), then the MC of its 16 x 1, 8 x 2, 4 x 4 (, 2 x 8) splits
             for split in "0 132 264 516" "1 48 96 192 384" "2 192 384 768" "3 132 264 516"; do
                 set -- $split
                 step=$1; shift
                 chunks=1
                 for mc in default "$@"; do
-                    v=default
-                    [ "$mc" = default ] || { v=0,$mc,0,$chunks; chunks=$((chunks * 2)); }
-                    printf 'round %s step %s %-14s ' "$round" "$step" "$v"
-                    if [ "$v" = default ]; then
-                        "$BUILD/mlp_steps" 10 "$step" full f32 "$MANY" $S15 | head -1
-                    else
-                        CVF_CPU_BLOCKS=$v "$BUILD/mlp_steps" 10 "$step" full f32 "$MANY" $S15 | head -1
-                    fi
+                    forced= # the environment assignment of a forced split (none for the default)
+                    [ "$mc" = default ] || { forced=CVF_CPU_BLOCKS=0,$mc,0,$chunks; chunks=$((chunks * 2)); }
+                    printf 'round %s step %s %-29s ' "$round" "$step" "${forced:-default}"
+                    env $forced "$BUILD/mlp_steps" 10 "$step" full f32 "$MANY" $S15 | head -1
                 done
             done 2>&1 | tee -a "$OUT/reshape.log"
             for v in default 0,132,0,1 0,264,0,2 0,516,0,4; do

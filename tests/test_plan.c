@@ -338,8 +338,10 @@ static void check_amx_blocks(cvf_context *const *pools)
             if (info.path != CVF_CPU_PATH_BLOCKED || threads != pool_threads[p])
                 continue;
             int64_t want = 2 * threads < panels / 2 ? 2 * threads : panels / 2;
-            bool one_round = info.ic_blocks * info.jr_chunks <= threads && want < 2 * threads;
-            CHECK((info.ic_blocks >= want || one_round) && ceil_div(panels, info.ic_blocks) >= 2,
+            /* too few panels for two blocks per thread: one task per thread, no fewer (fewer tasks
+             * would leave a thread idle and give the others more tiles) */
+            bool one_task_each = info.ic_blocks * info.jr_chunks == threads && want < 2 * threads;
+            CHECK((info.ic_blocks >= want || one_task_each) && ceil_div(panels, info.ic_blocks) >= 2,
                   "AMX, %lld x 2048 x 2048 on %d threads: %lld blocks x %lld chunks of up to %lld rows (want >= %lld "
                   "blocks of >= 2 panels, or one task per thread)",
                   (long long)rows[r], (int)threads, (long long)info.ic_blocks, (long long)info.jr_chunks,
