@@ -243,6 +243,14 @@ CVF_API cvf_device cvf_context_device(const cvf_context *ctx);
 /* Returns the number of threads ctx computes on, the caller's included (0 for a NULL ctx). */
 CVF_API int32_t cvf_context_threads(const cvf_context *ctx);
 
+/* After a call, a CPU context's worker threads spin for the next one for up to CVF_CPU_SPIN_US
+ * microseconds (default 2000) before they sleep, so that back-to-back calls, and the passes inside
+ * one, start without waking them. This ends that spinning now: they sleep until the next call on
+ * ctx wakes them (tens of microseconds). Call it before handing the cores to other threaded work
+ * (another library's parallel ops) right after a cvfuse call. Not concurrently with a call on ctx;
+ * a no-op for other devices and for NULL. */
+CVF_API void cvf_context_park_threads(cvf_context *ctx);
+
 /* Returns a static name for a device ("cpu", "reference", "cuda"), or "unknown". */
 CVF_API const char *cvf_device_name(cvf_device device);
 

@@ -3,7 +3,8 @@
  * the run-time version, why a context could not be made, the caller's stream, caller-owned
  * workspace (size queries, too small -> a named status and nothing written, exactly enough ->
  * the same bits as the context's own workspace), the inference forward without saved tensors,
- * the GELU kind of the MLP, and the forward plan. (The same calls on a GPU: test_cuda.)
+ * the GELU kind of the MLP, the forward plan, and the pool's spin setting (CVF_CPU_SPIN_US,
+ * cvf_context_park_threads). (The same calls on a GPU: test_cuda.)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -360,6 +361,45 @@ static void test_forward_plan(void)
     CHECK(cvf_mlp_backward_plan(cpu_ctx, &shape, &plan) == CVF_STATUS_INVALID_VALUE, "gelu 5 accepted (backward)");
 }
 
+/* Section: the pool's spin setting. Every CVF_CPU_SPIN_US value, good ones and ones reported and
+ * replaced by the default, gives a working context whose products have the same bits, with its
+ * workers parked between calls or not; cvf_context_park_threads is a no-op on NULL and on the
+ * reference device. (What the spin does to the workers: test_threadpool.) */
+static void test_spin_setting(void)
+{
+    mm want, got;
+    if (!CHECK(mm_create(&want, CVF_F32, 37, 29, 64, 5) && mm_create(&got, CVF_F32, 37, 29, 64, 5), "out of memory")) {
+        mm_destroy(&want);
+        mm_destroy(&got);
+        return;
+    }
+    cvf_context_options two = {.device = CVF_DEVICE_CPU, .threads = 2};
+    CHECK(mm_run(&want, cpu_ctx) == CVF_STATUS_SUCCESS, "matmul: %s", cvf_context_last_error(cpu_ctx));
+    const char *values[] = {"0", "1", "700", "1000000", "", "abc", "-1", "1000001", "12x"};
+    for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
+        setenv("CVF_CPU_SPIN_US", values[v], 1);
+        cvf_context *ctx = NULL;
+        if (!CHECK(cvf_context_create(&two, &ctx) == CVF_STATUS_SUCCESS, "CVF_CPU_SPIN_US='%s': %s", values[v],
+                   cvf_context_create_error()))
+            continue;
+        for (int call = 0; call < 3; call++) {
+            cvf_status status = mm_run(&got, ctx);
+            CHECK(status == CVF_STATUS_SUCCESS, "CVF_CPU_SPIN_US='%s', call %d: %s", values[v], call,
+                  cvf_context_last_error(ctx));
+            CHECK(memcmp(got.c.buffer.bytes, want.c.buffer.bytes, got.c.buffer.size) == 0,
+                  "CVF_CPU_SPIN_US='%s', call %d: other bits than the default context's", values[v], call);
+            if (call == 1)
+                cvf_context_park_threads(ctx);
+        }
+        cvf_context_destroy(ctx);
+    }
+    unsetenv("CVF_CPU_SPIN_US");
+    cvf_context_park_threads(NULL);
+    cvf_context_park_threads(ref_ctx);
+    mm_destroy(&want);
+    mm_destroy(&got);
+}
+
 int main(void)
 {
     cvf_context_options ref = {.device = CVF_DEVICE_REFERENCE};
@@ -374,6 +414,7 @@ int main(void)
     test_inference_forward();
     test_mlp_workspace();
     test_forward_plan();
+    test_spin_setting();
     cvf_context_destroy(cpu_ctx);
     cvf_context_destroy(ref_ctx);
     return test_report("test_api");

@@ -3,9 +3,12 @@
  * and thread limits — so that workers spin, sleep, take part or sit out in every order — must each
  * run every task exactly once, on a thread index inside the job's limit, and be complete when
  * cvf_threadpool_run_on returns. Jobs with pauses between them make the workers fall asleep, and
- * the next job must wake them. Run under ThreadSanitizer by `make test-thread`.
+ * the next job must wake them; so must a job after a park request, and with no spin at all. Then
+ * the spin time itself: idle workers spin (none asleep) within it, sleep once it is over, and sleep
+ * at once when parked. Run under ThreadSanitizer by `make test-thread`.
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -64,25 +67,83 @@ static bool run_job(cvf_threadpool *pool, int64_t count, int32_t limit, int inde
     return ok;
 }
 
-int main(void)
+/* Runs JOBS jobs of varying counts and limits on pool, sleeping now and then (long enough for every
+ * worker to stop spinning and sleep) and, with park, sending the workers to sleep between some. */
+static void run_jobs(cvf_threadpool *pool, const char *name, bool park)
 {
-    cvf_threadpool *pool = cvf_threadpool_create(POOL_THREADS);
-    if (!CHECK(pool != NULL, "cvf_threadpool_create(%d) failed", POOL_THREADS))
-        return test_report("test_threadpool");
     int failures = 0;
     for (int j = 0; j < JOBS && failures < 5; j++) {
         int64_t count = 1 + (j * 7919) % MAX_TASKS;
         int32_t limit = 1 + (j * 31) % (POOL_THREADS + 2);
         if (!run_job(pool, count, limit, j))
             failures++;
-        if (j % 200 == 199) { /* long enough for every worker to stop spinning and sleep (100 times) */
+        if (park && j % 3 == 1)
+            cvf_threadpool_park(pool);
+        if (j % 200 == 199) { /* longer than the pools' spin (100 times) */
             struct timespec pause = {0, 2 * 1000 * 1000};
             nanosleep(&pause, NULL);
         }
     }
-    CHECK(failures == 0, "%d jobs wrong", failures);
-    printf("  %d jobs of 1..%d tasks on %d threads with limits 1..%d\n", JOBS, MAX_TASKS, POOL_THREADS,
+    CHECK(failures == 0, "%s: %d jobs wrong", name, failures);
+    printf("  %s: %d jobs of 1..%d tasks on %d threads with limits 1..%d\n", name, JOBS, MAX_TASKS, POOL_THREADS,
            POOL_THREADS + 1);
-    cvf_threadpool_destroy(pool);
+}
+
+/* Polls until want workers of pool sleep, for up to seconds; returns whether they did. */
+static bool sleepers_reach(const cvf_threadpool *pool, int32_t want, double seconds)
+{
+    struct timespec step = {0, 1000 * 1000};
+    for (double waited = 0; waited < seconds; waited += 1e-3) {
+        if (cvf_threadpool_sleepers(pool) == want)
+            return true;
+        nanosleep(&step, NULL);
+    }
+    return cvf_threadpool_sleepers(pool) == want;
+}
+
+/* The spin time: with a long one the idle workers still spin (none asleep) well into it, a park
+ * request puts them all to sleep, and the next job wakes them; with none they sleep at once. */
+static void check_spin_and_park(void)
+{
+    const int32_t workers = POOL_THREADS - 1;
+    cvf_threadpool *spinning = cvf_threadpool_create(POOL_THREADS, (int64_t)30 * 1000 * 1000 * 1000);
+    if (!CHECK(spinning != NULL, "cvf_threadpool_create(%d, 30 s) failed", POOL_THREADS))
+        return;
+    run_job(spinning, MAX_TASKS, POOL_THREADS, 0);
+    struct timespec while_spinning = {0, 50 * 1000 * 1000};
+    nanosleep(&while_spinning, NULL);
+    CHECK(cvf_threadpool_sleepers(spinning) == 0, "spin 30 s: %d workers asleep 50 ms after a job, want 0",
+          (int)cvf_threadpool_sleepers(spinning));
+    cvf_threadpool_park(spinning);
+    CHECK(sleepers_reach(spinning, workers, 5.0), "spin 30 s, parked: %d of %d workers asleep after 5 s",
+          (int)cvf_threadpool_sleepers(spinning), (int)workers);
+    CHECK(run_job(spinning, MAX_TASKS, POOL_THREADS, 1), "the job after a park");
+    cvf_threadpool_destroy(spinning);
+
+    cvf_threadpool *sleeping = cvf_threadpool_create(POOL_THREADS, 0);
+    if (!CHECK(sleeping != NULL, "cvf_threadpool_create(%d, 0) failed", POOL_THREADS))
+        return;
+    run_job(sleeping, MAX_TASKS, POOL_THREADS, 0);
+    CHECK(sleepers_reach(sleeping, workers, 5.0), "spin 0: %d of %d workers asleep after 5 s",
+          (int)cvf_threadpool_sleepers(sleeping), (int)workers);
+    cvf_threadpool_destroy(sleeping);
+    printf("  spin 30 s: workers spin after a job and sleep when parked; spin 0: they sleep at once\n");
+}
+
+int main(void)
+{
+    const struct {
+        const char *name;
+        int64_t spin_ns;
+        bool park;
+    } pools[] = {{"spin 20 us", 20 * 1000, false}, {"spin 20 us, parked", 20 * 1000, true}, {"spin 0", 0, false}};
+    for (size_t p = 0; p < sizeof pools / sizeof pools[0]; p++) {
+        cvf_threadpool *pool = cvf_threadpool_create(POOL_THREADS, pools[p].spin_ns);
+        if (!CHECK(pool != NULL, "cvf_threadpool_create(%d) failed", POOL_THREADS))
+            return test_report("test_threadpool");
+        run_jobs(pool, pools[p].name, pools[p].park);
+        cvf_threadpool_destroy(pool);
+    }
+    check_spin_and_park();
     return test_report("test_threadpool");
 }

@@ -197,7 +197,8 @@ static double time_baseline(cli_baseline *baseline)
 }
 
 /* Runs warmup + repeat rounds of ours then the baseline (when there is one) on set, keeping the
- * times of the last repeat rounds in ours[] and base[]. Returns a CLI_EXIT_* code. */
+ * times of the last repeat rounds in ours[] and base[]. Each of our runs therefore starts with its
+ * workers asleep (woken by the call), as after other work. Returns a CLI_EXIT_* code. */
 static int alternate(const bench_run *run, const cli_tensor_set *set, cli_baseline *baseline, double *ours,
                      double *base)
 {
@@ -209,6 +210,9 @@ static int alternate(const bench_run *run, const cli_tensor_set *set, cli_baseli
         if (i >= run->warmup)
             ours[i - run->warmup] = ms;
         if (baseline) {
+            /* our workers stop spinning before the baseline runs, as OpenBLAS's are made to
+             * (OPENBLAS_THREAD_TIMEOUT): neither side's idle threads take the other's cores */
+            cvf_context_park_threads(run->ctx);
             ms = time_baseline(baseline);
             if (i >= run->warmup)
                 base[i - run->warmup] = ms;

@@ -24,6 +24,30 @@ static int32_t online_cpus(void)
     return n > 0 ? (int32_t)n : 1;
 }
 
+/* How long idle workers spin for the next job before they sleep, unless CVF_CPU_SPIN_US says: long
+ * enough to span the gaps inside a call and between back-to-back calls (on the 16-core host ~2.4 ms
+ * of spin instead of ~15 us cut the bf16 MLP backward's steps by 5-29%; docs/PERF.md, seventh
+ * session), short beside GNU OpenMP's default (300,000 pauses, ~5 ms there) and OpenBLAS's (~0.1 s). */
+#define DEFAULT_SPIN_US 2000
+#define MAX_SPIN_US 1000000
+
+/* The pool's spin time in nanoseconds: CVF_CPU_SPIN_US (microseconds, 0 to MAX_SPIN_US) or the
+ * default; a value that is not such a number is reported on stderr and the default used. */
+static int64_t spin_ns_from_env(void)
+{
+    const char *text = getenv("CVF_CPU_SPIN_US");
+    if (!text || !*text)
+        return (int64_t)DEFAULT_SPIN_US * 1000;
+    char *end = NULL;
+    long long us = strtoll(text, &end, 10);
+    if (*end != '\0' || us < 0 || us > MAX_SPIN_US) {
+        fprintf(stderr, "cvfuse: CVF_CPU_SPIN_US=%s: expected microseconds from 0 to %d; using %d\n", text, MAX_SPIN_US,
+                DEFAULT_SPIN_US);
+        return (int64_t)DEFAULT_SPIN_US * 1000;
+    }
+    return (int64_t)us * 1000;
+}
+
 /* Returns the backend table of a device, or NULL for an unknown device. */
 static const cvf_backend *backend_for(cvf_device device)
 {
@@ -103,7 +127,10 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
     ctx->threads = options->device == CVF_DEVICE_REFERENCE || options->device == CVF_DEVICE_CUDA ? 1
                    : options->threads > 0                                                        ? options->threads
                                                                                                  : online_cpus();
-    ctx->pool = cvf_threadpool_create(ctx->threads);
+    /* no spinning where the threads outnumber the CPUs: a spinning worker would hold a core that a
+     * working one needs (GNU OpenMP shortens its spin likewise) */
+    ctx->pool =
+        cvf_threadpool_create(ctx->threads, ctx->threads > 1 && ctx->threads <= online_cpus() ? spin_ns_from_env() : 0);
     if (!ctx->pool) {
         int32_t workers = ctx->threads - 1;
         if (backend->release)
@@ -197,6 +224,12 @@ cvf_device cvf_context_device(const cvf_context *ctx)
 int32_t cvf_context_threads(const cvf_context *ctx)
 {
     return ctx ? ctx->threads : 0;
+}
+
+void cvf_context_park_threads(cvf_context *ctx)
+{
+    if (ctx && ctx->pool)
+        cvf_threadpool_park(ctx->pool);
 }
 
 void *cvf_host_workspace_alloc(size_t bytes)

@@ -1,27 +1,40 @@
 /* Fixed-size thread pool with a shared task counter; see threadpool.h.
  *
  * Hand-off: the caller publishes a job by bumping `generation` (release) and broadcasting under the
- * lock; a worker that has just finished a job first spins on `generation` for about SPIN_CHECKS
- * checks (tens of microseconds) before it sleeps on the condition variable, so back-to-back jobs
- * (the pack and compute runs of a GEMM, the steps of an MLP) start without a futex wake-up each.
- * Likewise the caller spins on `busy` before sleeping on work_done. Only the workers a job uses
- * (index < active) take part in it and report its end; the others just note the generation. The
- * generation word carries the job's active count with it (one atomic read tells a worker both), so
- * a slow non-participant can never mistake itself for a participant of a later job. A
- * sleeper re-checks the generation under the lock, and the caller broadcasts under the lock after
- * bumping it, so no wake-up is lost (nor an end-of-job signal: `busy` reaching zero is signalled
- * under the lock, and the caller checks it under the lock before waiting).
+ * lock; a worker that has just finished a job first spins on `generation` for up to the pool's
+ * spin time before it sleeps on the condition variable, so back-to-back jobs (the pack and compute
+ * runs of a GEMM, the steps of an MLP, a loop of calls) start without a futex wake-up each: in a
+ * virtual machine a sleeping worker's vCPU halts and wakes slowly (on the 16-core host, ~2.4 ms of
+ * spin instead of ~15 us cut the bf16 MLP backward's steps by 5-29%; docs/PERF.md, seventh
+ * session). Likewise the caller spins
+ * on `busy` for up to the same time before sleeping on work_done. A park request (`parks` bumped)
+ * ends the workers' spinning at once. Only the workers a job uses (index < active) take part in it
+ * and report its end; the others just note the generation. The generation word carries the job's
+ * active count with it (one atomic read tells a worker both), so a slow non-participant can never
+ * mistake itself for a participant of a later job. A sleeper re-checks the generation under the
+ * lock, and the caller broadcasts under the lock after bumping it, so no wake-up is lost (nor an
+ * end-of-job signal: `busy` reaching zero is signalled under the lock, and the caller checks it
+ * under the lock before waiting).
  */
 #include "core/threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
-/* Checks of the generation (or of busy) before sleeping, a pause each: ~10 us (Zen, older Intel)
- * to ~50 us (Sapphire Rapids, whose pause takes ~140 cycles). */
-#define SPIN_CHECKS 1000
+/* Pauses between two readings of the clock while spinning (a pause takes ~15 ns on recent Intel
+ * cores, a few ns on older ones and on Zen; a vDSO clock read ~20 ns). */
+#define PAUSES_PER_CLOCK 64
+
+/* The first part of a spin runs on pauses alone; the rest yields the core at every step
+ * (sched_yield), so that where more threads are runnable than there are cores (two processes
+ * sharing the CPUs, a framework's own pool) the spinning workers let the working ones run, while a
+ * lone spinner's CPU stays busy and does not halt. Spinning on pauses alone for 2 ms slowed `ctest
+ * -j 2` of two 2-thread test processes on 2 cores 15x. */
+#define PAUSE_SPIN_NS 20000
 
 /* Low bits of the generation word: the job's active thread count. */
 #define ACTIVE_BITS 24
@@ -43,6 +56,9 @@ struct cvf_threadpool {
     atomic_uint_fast64_t generation; /* (job number << ACTIVE_BITS) | threads taking part (0 .. active-1) */
     atomic_int_fast32_t busy;        /* workers still inside the current job */
     atomic_int shutdown;
+    int64_t spin_ns;              /* how long an idle worker (or the waiting caller) spins */
+    atomic_uint_fast64_t parks;   /* bumped by cvf_threadpool_park: spinning workers sleep now */
+    atomic_int_fast32_t sleepers; /* workers asleep on work_ready (cvf_threadpool_sleepers) */
     /* the current job (written before generation is bumped) */
     cvf_task_fn fn;
     void *arg;
@@ -71,20 +87,70 @@ static void run_tasks(cvf_threadpool *pool, int32_t thread)
     }
 }
 
+/* Nanoseconds on the monotonic clock. */
+static int64_t monotonic_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The spin of one wait: started at the first check, on pauses until pause_until, then yielding;
+ * over at the deadline (the pool's spin time) or once a park request (a change of `parks` from the
+ * value it started with) arrives. */
+typedef struct spin_budget {
+    int64_t pause_until, deadline; /* monotonic_ns; 0 until the first reading */
+    uint_fast64_t parks;
+    uint32_t steps;
+    bool yielding;
+} spin_budget;
+
+static spin_budget spin_start(cvf_threadpool *pool)
+{
+    spin_budget spin = {0, 0, atomic_load_explicit(&pool->parks, memory_order_relaxed), 0, false};
+    return spin;
+}
+
+/* One step of a spin: false when it is over (time to sleep), else pauses (or yields) and returns
+ * true. */
+static bool spin_on(cvf_threadpool *pool, spin_budget *spin)
+{
+    if (spin->yielding || spin->steps++ % PAUSES_PER_CLOCK == 0) {
+        if (pool->spin_ns <= 0 || atomic_load_explicit(&pool->parks, memory_order_relaxed) != spin->parks)
+            return false;
+        int64_t now = monotonic_ns();
+        if (spin->deadline == 0) {
+            spin->deadline = now + pool->spin_ns;
+            spin->pause_until = now + (pool->spin_ns < PAUSE_SPIN_NS ? pool->spin_ns : PAUSE_SPIN_NS);
+        } else if (now >= spin->deadline) {
+            return false;
+        } else if (now >= spin->pause_until) {
+            spin->yielding = true;
+        }
+    }
+    if (spin->yielding)
+        sched_yield();
+    else
+        spin_pause();
+    return true;
+}
+
 /* Waits until the generation differs from seen (or shutdown), spinning first; returns it. */
 static uint64_t wait_generation(cvf_threadpool *pool, uint64_t seen)
 {
-    for (int i = 0; i < SPIN_CHECKS; i++) {
+    spin_budget spin = spin_start(pool);
+    do {
         uint64_t now = atomic_load_explicit(&pool->generation, memory_order_acquire);
         if (now != seen || atomic_load_explicit(&pool->shutdown, memory_order_relaxed))
             return now;
-        spin_pause();
-    }
+    } while (spin_on(pool, &spin));
     pthread_mutex_lock(&pool->lock);
     uint64_t now;
+    atomic_fetch_add_explicit(&pool->sleepers, 1, memory_order_relaxed);
     while ((now = atomic_load_explicit(&pool->generation, memory_order_acquire)) == seen &&
            !atomic_load_explicit(&pool->shutdown, memory_order_relaxed))
         pthread_cond_wait(&pool->work_ready, &pool->lock);
+    atomic_fetch_sub_explicit(&pool->sleepers, 1, memory_order_relaxed);
     pthread_mutex_unlock(&pool->lock);
     return now;
 }
@@ -111,7 +177,7 @@ static void *worker_main(void *opaque)
     return NULL;
 }
 
-cvf_threadpool *cvf_threadpool_create(int32_t threads)
+cvf_threadpool *cvf_threadpool_create(int32_t threads, int64_t spin_ns)
 {
     if (threads < 1)
         return NULL;
@@ -119,6 +185,9 @@ cvf_threadpool *cvf_threadpool_create(int32_t threads)
     if (!pool)
         return NULL;
     pool->size = threads;
+    pool->spin_ns = spin_ns > 0 ? spin_ns : 0;
+    atomic_init(&pool->parks, 0);
+    atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->next, 0);
     atomic_init(&pool->generation, 0);
     atomic_init(&pool->busy, 0);
@@ -168,6 +237,16 @@ int32_t cvf_threadpool_size(const cvf_threadpool *pool)
     return pool->size;
 }
 
+void cvf_threadpool_park(cvf_threadpool *pool)
+{
+    atomic_fetch_add_explicit(&pool->parks, 1, memory_order_relaxed);
+}
+
+int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool)
+{
+    return (int32_t)atomic_load_explicit(&((cvf_threadpool *)pool)->sleepers, memory_order_relaxed);
+}
+
 int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count)
 {
     int32_t usable = pool->started + 1; /* the caller, and the workers that did start */
@@ -206,8 +285,9 @@ void cvf_threadpool_run_on(cvf_threadpool *pool, int32_t max_threads, int64_t co
 
     run_tasks(pool, 0);
 
-    for (int i = 0; i < SPIN_CHECKS && atomic_load_explicit(&pool->busy, memory_order_acquire) > 0; i++)
-        spin_pause();
+    spin_budget spin = spin_start(pool);
+    while (atomic_load_explicit(&pool->busy, memory_order_acquire) > 0 && spin_on(pool, &spin)) {
+    }
     if (atomic_load_explicit(&pool->busy, memory_order_acquire) > 0) {
         pthread_mutex_lock(&pool->lock);
         while (atomic_load_explicit(&pool->busy, memory_order_acquire) > 0)

@@ -1,8 +1,8 @@
 /*
  * A small fixed thread pool: run(n, fn) calls fn(arg, task, thread) for task = 0 .. n-1, spread
  * over the pool's threads (the calling thread is thread 0), and returns when all have finished.
- * After a job, workers spin briefly (tens of microseconds) for the next one, then sleep on a
- * condition variable.
+ * After a job, workers spin for the next one for up to the pool's spin time, then sleep on a
+ * condition variable; cvf_threadpool_park sends them to sleep at once.
  */
 #ifndef CVF_CORE_THREADPOOL_H
 #define CVF_CORE_THREADPOOL_H
@@ -18,15 +18,23 @@ typedef struct cvf_threadpool cvf_threadpool;
 /* A task: arg is shared by all tasks, task is in [0, n), thread in [0, pool size). */
 typedef void (*cvf_task_fn)(void *arg, int64_t task, int32_t thread);
 
-/* Creates a pool of threads threads in total (threads - 1 workers plus the caller); returns
- * NULL when a thread or the memory could not be had. */
-cvf_threadpool *cvf_threadpool_create(int32_t threads);
+/* Creates a pool of threads threads in total (threads - 1 workers plus the caller) whose idle
+ * workers, and whose caller waiting for them, spin for up to spin_ns nanoseconds before they sleep
+ * (0: sleep at once); returns NULL when a thread or the memory could not be had. */
+cvf_threadpool *cvf_threadpool_create(int32_t threads, int64_t spin_ns);
 
 /* Stops and joins the workers. NULL is a no-op. */
 void cvf_threadpool_destroy(cvf_threadpool *pool);
 
 /* Returns the number of threads, the caller included. */
 int32_t cvf_threadpool_size(const cvf_threadpool *pool);
+
+/* Ends the spinning of the idle workers: they sleep until the next job (which wakes them). Call
+ * between jobs, from the thread that runs them. */
+void cvf_threadpool_park(cvf_threadpool *pool);
+
+/* Returns how many workers are asleep waiting for a job right now (a snapshot, for tests). */
+int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool);
 
 /* Returns how many threads a run of count tasks uses: min(pool size, count). Every thread index
  * passed to the tasks is below it, so per-thread scratch needs this many slots. */
