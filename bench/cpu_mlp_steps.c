@@ -7,7 +7,8 @@
  *   K2-2  grad_fc1_weight = grad_fc1_output^T @ hidden_state     (A transposed, read in place)
  *   K2-3  grad_hidden_state = grad_fc1_output @ fc1_weight
  * on a one-thread CPU context, by thread CPU time (or on `threads` threads, by wall time): one
- * untimed call, then the median and minimum of `repeat` calls. Not part of the build; on a CPU
+ * untimed call, then the median, minimum, quartiles and maximum of `repeat` calls (the quartiles
+ * show a multi-threaded run's call-to-call spread). Not part of the build; on a CPU
  * with AMX:
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c build/libcvfuse.a -lpthread -lm \
@@ -108,7 +109,8 @@ int main(int argc, char **argv)
         bench_sort(t + 1, repeat); /* t[0]: the untimed first call */
         double median = t[1 + repeat / 2];
         total += median;
-        printf("%-24s %8.2f ms  min %8.2f  %6.0f GFLOP/s\n", steps[s].name, median * 1e3, t[1] * 1e3,
+        printf("%-24s %8.2f ms  min %8.2f  q1 %8.2f  q3 %8.2f  max %8.2f  %6.0f GFLOP/s\n", steps[s].name,
+               median * 1e3, t[1] * 1e3, t[1 + repeat / 4] * 1e3, t[1 + 3 * repeat / 4] * 1e3, t[repeat] * 1e3,
                2.0 * (double)S * (double)H * (double)I / median * 1e-9);
     }
     printf("sum of medians %.2f ms\n", total * 1e3);
