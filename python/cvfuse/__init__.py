@@ -27,6 +27,7 @@ __all__ = [
     "get_device",
     "version",
     "cuda_available",
+    "park_threads",
 ]
 
 __version__ = "0.2.0"
@@ -88,6 +89,20 @@ def set_device(device):
 def get_device():
     """The device set_device chose for host arrays ("auto", "cpu" or "reference")."""
     return _settings["device"]
+
+
+def park_threads():
+    """Lets this thread's CPU context's worker threads sleep now.
+
+    After each call they spin for the next one for up to CVF_CPU_SPIN_US microseconds (default
+    2000) and hold the cores meanwhile; call this before handing the cores to other threaded work,
+    such as PyTorch's CPU ops. The next cvfuse call wakes them. Does nothing when this thread has
+    made no CPU call yet.
+    """
+    contexts = getattr(_local, "contexts", None) or {}
+    for (device, _index), ctx in contexts.items():
+        if device == _C.DEVICE_CPU:
+            _C.park_threads(ctx)
 
 
 def _context(device, index):

@@ -643,6 +643,17 @@ static PyObject *py_context_info(PyObject *self, PyObject *arg)
     return Py_BuildValue("(si)", cvf_device_name(cvf_context_device(ctx)), (int)cvf_context_threads(ctx));
 }
 
+/* park_threads(ctx): the context's idle workers stop spinning and sleep (cvf_context_park_threads). */
+static PyObject *py_park_threads(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    cvf_context *ctx = context_from(arg);
+    if (!ctx)
+        return NULL;
+    cvf_context_park_threads(ctx);
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_version(PyObject *self, PyObject *unused)
 {
     (void)self;
@@ -661,6 +672,7 @@ static PyMethodDef methods[] = {
     {"mlp_backward", (PyCFunction)(void (*)(void))py_mlp_backward, METH_VARARGS | METH_KEYWORDS,
      "mlp_backward(ctx, grad_output, x, fc1_weight, fc2_weight, fc1_output, gelu_output, grad_x, "
      "grad_fc1_weight, grad_fc1_bias, grad_fc2_weight, grad_fc2_bias, gelu, stream, dl_stream, alloc)"},
+    {"park_threads", py_park_threads, METH_O, "park_threads(ctx): its idle CPU workers sleep now"},
     {"version", py_version, METH_NOARGS, "version() -> the C library's version string"},
     {NULL, NULL, 0, NULL},
 };
