@@ -9,8 +9,8 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks reshape sbs small_s"  groups to leave out
-#   BLOCK_ROUNDS=3 I15_ROUNDS=3       alternations of the blocks and sbs groups
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape spin sbs small_s"  groups to leave out
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape and spin groups; of the sbs group
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
@@ -224,6 +224,39 @@ if ! skip reshape; then
         done
     else
         echo "SKIP reshape: mlp_steps did not build"; tail -5 "$OUT/reshape_build.log"
+    fi
+fi
+
+# ---- issue 15: the pool's spin (PERF.md, seventh session): one binary under CVF_CPU_SPIN_US=14 (about
+# the old 1000 pauses on this host) and the default (2000: 20 us of pauses, then yields), alternated
+# over BLOCK_ROUNDS rounds, the side going first swapped each round: the backward's steps one by one
+# at many threads (bench/cpu_mlp_steps.c, built here; medians, quartiles and maxima of each step),
+# bf16 and f32 at S = 2048 and bf16 at S = 256, then the whole bf16 backward by `cvfuse bench`;
+# PyTorch's seven ops (bench/torch_cpu_steps.py) once per round ----
+if ! skip spin; then
+    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
+        -o "$BUILD/mlp_steps" 2> "$OUT/spin_build.log"; then
+        for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+            order="14 default"
+            [ $((round % 2)) = 0 ] && order="default 14"
+            for us in $order; do
+                spin= # the environment assignment of the forced spin (none for the default)
+                [ "$us" = default ] || spin=CVF_CPU_SPIN_US=$us
+                for run in "30 bf16 $S15" "15 f32 $S15" "30 bf16 256"; do
+                    set -- $run
+                    echo "round $round spin $us $2 S=$3"
+                    env $spin "$BUILD/mlp_steps" "$1" -1 full "$2" "$MANY" "$3"
+                done
+                env $spin OMP_NUM_THREADS=$MANY OPENBLAS_NUM_THREADS=$MANY timeout 120 "$CLI" bench --threads "$MANY" \
+                    --op mlp-backward --dtype bf16 --S $S15 --H 768 --I 3072 --repeat 20 --warmup 3 2>&1 |
+                    grep -E "^ +mlp-backward" | sed "s/^/round $round spin $us /"
+            done
+            echo "round $round torch"
+            OMP_NUM_THREADS=$MANY timeout 120 "$PYTHON" bench/torch_cpu_steps.py --threads "$MANY" --S $S15 \
+                --dtype bf16 --repeat 15 2>&1 | tail -8
+        done 2>&1 | tee "$OUT/spin.log" | grep -E "^round|sum of medians|^torch sum|mlp-backward"
+    else
+        echo "SKIP spin: mlp_steps did not build"; tail -5 "$OUT/spin_build.log"
     fi
 fi
 
