@@ -244,11 +244,12 @@ CVF_API cvf_device cvf_context_device(const cvf_context *ctx);
 CVF_API int32_t cvf_context_threads(const cvf_context *ctx);
 
 /* After a call, a CPU context's worker threads spin for the next one for up to CVF_CPU_SPIN_US
- * microseconds (default 2000) before they sleep, so that back-to-back calls, and the passes inside
- * one, start without waking them. This ends that spinning now: they sleep until the next call on
- * ctx wakes them (tens of microseconds). Call it before handing the cores to other threaded work
- * (another library's parallel ops) right after a cvfuse call. Not concurrently with a call on ctx;
- * a no-op for other devices and for NULL. */
+ * microseconds (default 2000; not at all when the context has more threads than the process has
+ * CPUs) before they sleep, so that back-to-back calls, and the passes inside one, start without
+ * waking them; after the first 20 us they yield their core to any other runnable thread. This ends
+ * that spinning now: they sleep until the next call on ctx wakes them (tens of microseconds). Call
+ * it before handing the cores to other threaded work (another library's parallel ops) right after
+ * a cvfuse call. Not concurrently with a call on ctx; a no-op for other devices and for NULL. */
 CVF_API void cvf_context_park_threads(cvf_context *ctx);
 
 /* Returns a static name for a device ("cpu", "reference", "cuda"), or "unknown". */

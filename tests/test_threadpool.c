@@ -90,7 +90,7 @@ static void run_jobs(cvf_threadpool *pool, const char *name, bool park)
 }
 
 /* Polls until want workers of pool sleep, for up to seconds; returns whether they did. */
-static bool sleepers_reach(const cvf_threadpool *pool, int32_t want, double seconds)
+static bool sleepers_reach(cvf_threadpool *pool, int32_t want, double seconds)
 {
     struct timespec step = {0, 1000 * 1000};
     for (double waited = 0; waited < seconds; waited += 1e-3) {
@@ -101,8 +101,11 @@ static bool sleepers_reach(const cvf_threadpool *pool, int32_t want, double seco
     return cvf_threadpool_sleepers(pool) == want;
 }
 
-/* The spin time: with a long one the idle workers still spin (none asleep) well into it, a park
- * request puts them all to sleep, and the next job wakes them; with none they sleep at once. */
+/* The spin time and park requests: with a long spin the idle workers still spin (none asleep) well
+ * into it; a park request puts them all to sleep, also right after a job on two threads, when the
+ * others are still waking from its broadcast and the last one is still reporting its end (20
+ * times); the next job wakes them, and after it they spin again. A short spin ends by itself; with
+ * none they sleep at once. */
 static void check_spin_and_park(void)
 {
     const int32_t workers = POOL_THREADS - 1;
@@ -117,17 +120,36 @@ static void check_spin_and_park(void)
     cvf_threadpool_park(spinning);
     CHECK(sleepers_reach(spinning, workers, 5.0), "spin 30 s, parked: %d of %d workers asleep after 5 s",
           (int)cvf_threadpool_sleepers(spinning), (int)workers);
-    CHECK(run_job(spinning, MAX_TASKS, POOL_THREADS, 1), "the job after a park");
+    for (int trial = 0; trial < 20; trial++) {
+        if (!run_job(spinning, 2, 2, 1 + trial))
+            break;
+        cvf_threadpool_park(spinning);
+        if (!CHECK(sleepers_reach(spinning, workers, 5.0),
+                   "spin 30 s, parked right after a job on 2 threads (trial %d): %d of %d workers asleep after 5 s",
+                   trial, (int)cvf_threadpool_sleepers(spinning), (int)workers))
+            break;
+    }
+    CHECK(run_job(spinning, MAX_TASKS, POOL_THREADS, 21), "the job after a park");
+    nanosleep(&while_spinning, NULL);
+    CHECK(cvf_threadpool_sleepers(spinning) == 0, "spin 30 s: %d workers asleep 50 ms after the job after a park",
+          (int)cvf_threadpool_sleepers(spinning));
     cvf_threadpool_destroy(spinning);
 
-    cvf_threadpool *sleeping = cvf_threadpool_create(POOL_THREADS, 0);
-    if (!CHECK(sleeping != NULL, "cvf_threadpool_create(%d, 0) failed", POOL_THREADS))
-        return;
-    run_job(sleeping, MAX_TASKS, POOL_THREADS, 0);
-    CHECK(sleepers_reach(sleeping, workers, 5.0), "spin 0: %d of %d workers asleep after 5 s",
-          (int)cvf_threadpool_sleepers(sleeping), (int)workers);
-    cvf_threadpool_destroy(sleeping);
-    printf("  spin 30 s: workers spin after a job and sleep when parked; spin 0: they sleep at once\n");
+    const struct {
+        const char *name;
+        int64_t spin_ns;
+    } ending[] = {{"spin 20 ms", 20 * 1000 * 1000}, {"spin 0", 0}};
+    for (size_t e = 0; e < sizeof ending / sizeof ending[0]; e++) {
+        cvf_threadpool *pool = cvf_threadpool_create(POOL_THREADS, ending[e].spin_ns);
+        if (!CHECK(pool != NULL, "cvf_threadpool_create(%d, %s) failed", POOL_THREADS, ending[e].name))
+            continue;
+        run_job(pool, MAX_TASKS, POOL_THREADS, 0);
+        CHECK(sleepers_reach(pool, workers, 5.0), "%s: %d of %d workers asleep after 5 s", ending[e].name,
+              (int)cvf_threadpool_sleepers(pool), (int)workers);
+        cvf_threadpool_destroy(pool);
+    }
+    printf("  spin 30 s: workers spin after a job and sleep when parked (also right after a job);\n"
+           "  spin 20 ms: they sleep when it ends; spin 0: at once\n");
 }
 
 int main(void)

@@ -129,8 +129,8 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
                                                                                                  : online_cpus();
     /* no spinning where the threads outnumber the CPUs: a spinning worker would hold a core that a
      * working one needs (GNU OpenMP shortens its spin likewise) */
-    ctx->pool =
-        cvf_threadpool_create(ctx->threads, ctx->threads > 1 && ctx->threads <= online_cpus() ? spin_ns_from_env() : 0);
+    const int64_t spin_ns = spin_ns_from_env(); /* read (and a bad value reported) whatever the threads */
+    ctx->pool = cvf_threadpool_create(ctx->threads, ctx->threads > 1 && ctx->threads <= online_cpus() ? spin_ns : 0);
     if (!ctx->pool) {
         int32_t workers = ctx->threads - 1;
         if (backend->release)

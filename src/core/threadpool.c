@@ -7,14 +7,14 @@
  * virtual machine a sleeping worker's vCPU halts and wakes slowly (on the 16-core host, ~2.4 ms of
  * spin instead of ~15 us cut the bf16 MLP backward's steps by 5-29%; docs/PERF.md, seventh
  * session). Likewise the caller spins
- * on `busy` for up to the same time before sleeping on work_done. A park request (`parks` bumped)
- * ends the workers' spinning at once. Only the workers a job uses (index < active) take part in it
- * and report its end; the others just note the generation. The generation word carries the job's
- * active count with it (one atomic read tells a worker both), so a slow non-participant can never
- * mistake itself for a participant of a later job. A sleeper re-checks the generation under the
- * lock, and the caller broadcasts under the lock after bumping it, so no wake-up is lost (nor an
- * end-of-job signal: `busy` reaching zero is signalled under the lock, and the caller checks it
- * under the lock before waiting).
+ * on `busy` for up to the same time before sleeping on work_done. A park request (`parked` set,
+ * cleared by the next job before it is published) ends the workers' spinning at once, including
+ * that of workers which reach their wait only after the request. Only the workers a job uses (index < active) take part
+ * in it and report its end; the others just note the generation. The generation word carries the job's active count
+ * with it (one atomic read tells a worker both), so a slow non-participant can never mistake itself for a participant
+ * of a later job. A sleeper re-checks the generation under the lock, and the caller broadcasts under the lock after
+ * bumping it, so no wake-up is lost (nor an end-of-job signal: `busy` reaching zero is signalled under the lock, and
+ * the caller checks it under the lock before waiting).
  */
 #include "core/threadpool.h"
 
@@ -35,6 +35,9 @@
  * lone spinner's CPU stays busy and does not halt. Spinning on pauses alone for 2 ms slowed `ctest
  * -j 2` of two 2-thread test processes on 2 cores 15x. */
 #define PAUSE_SPIN_NS 20000
+
+/* The longest spin a pool takes (a minute: no overflow of the deadline). */
+#define MAX_SPIN_NS (INT64_C(60) * 1000 * 1000 * 1000)
 
 /* Low bits of the generation word: the job's active thread count. */
 #define ACTIVE_BITS 24
@@ -57,7 +60,7 @@ struct cvf_threadpool {
     atomic_int_fast32_t busy;        /* workers still inside the current job */
     atomic_int shutdown;
     int64_t spin_ns;              /* how long an idle worker (or the waiting caller) spins */
-    atomic_uint_fast64_t parks;   /* bumped by cvf_threadpool_park: spinning workers sleep now */
+    atomic_int parked;            /* set by cvf_threadpool_park, cleared by the next job: no spinning */
     atomic_int_fast32_t sleepers; /* workers asleep on work_ready (cvf_threadpool_sleepers) */
     /* the current job (written before generation is bumped) */
     cvf_task_fn fn;
@@ -95,31 +98,24 @@ static int64_t monotonic_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* The spin of one wait: started at the first check, on pauses until pause_until, then yielding;
- * over at the deadline (the pool's spin time) or once a park request (a change of `parks` from the
- * value it started with) arrives. */
+/* The spin of one wait: its clock read at the first step, on pauses until pause_until, then
+ * yielding; over at the deadline (the pool's spin time) or while the pool is parked. */
 typedef struct spin_budget {
-    int64_t pause_until, deadline; /* monotonic_ns; 0 until the first reading */
-    uint_fast64_t parks;
+    int64_t pause_until, deadline; /* monotonic_ns, set at the first step */
     uint32_t steps;
-    bool yielding;
+    bool started, yielding;
 } spin_budget;
-
-static spin_budget spin_start(cvf_threadpool *pool)
-{
-    spin_budget spin = {0, 0, atomic_load_explicit(&pool->parks, memory_order_relaxed), 0, false};
-    return spin;
-}
 
 /* One step of a spin: false when it is over (time to sleep), else pauses (or yields) and returns
  * true. */
 static bool spin_on(cvf_threadpool *pool, spin_budget *spin)
 {
     if (spin->yielding || spin->steps++ % PAUSES_PER_CLOCK == 0) {
-        if (pool->spin_ns <= 0 || atomic_load_explicit(&pool->parks, memory_order_relaxed) != spin->parks)
+        if (pool->spin_ns <= 0 || atomic_load_explicit(&pool->parked, memory_order_relaxed))
             return false;
         int64_t now = monotonic_ns();
-        if (spin->deadline == 0) {
+        if (!spin->started) {
+            spin->started = true;
             spin->deadline = now + pool->spin_ns;
             spin->pause_until = now + (pool->spin_ns < PAUSE_SPIN_NS ? pool->spin_ns : PAUSE_SPIN_NS);
         } else if (now >= spin->deadline) {
@@ -138,7 +134,7 @@ static bool spin_on(cvf_threadpool *pool, spin_budget *spin)
 /* Waits until the generation differs from seen (or shutdown), spinning first; returns it. */
 static uint64_t wait_generation(cvf_threadpool *pool, uint64_t seen)
 {
-    spin_budget spin = spin_start(pool);
+    spin_budget spin = {0};
     do {
         uint64_t now = atomic_load_explicit(&pool->generation, memory_order_acquire);
         if (now != seen || atomic_load_explicit(&pool->shutdown, memory_order_relaxed))
@@ -185,8 +181,8 @@ cvf_threadpool *cvf_threadpool_create(int32_t threads, int64_t spin_ns)
     if (!pool)
         return NULL;
     pool->size = threads;
-    pool->spin_ns = spin_ns > 0 ? spin_ns : 0;
-    atomic_init(&pool->parks, 0);
+    pool->spin_ns = spin_ns < 0 ? 0 : spin_ns < MAX_SPIN_NS ? spin_ns : MAX_SPIN_NS;
+    atomic_init(&pool->parked, 0);
     atomic_init(&pool->sleepers, 0);
     atomic_init(&pool->next, 0);
     atomic_init(&pool->generation, 0);
@@ -239,12 +235,12 @@ int32_t cvf_threadpool_size(const cvf_threadpool *pool)
 
 void cvf_threadpool_park(cvf_threadpool *pool)
 {
-    atomic_fetch_add_explicit(&pool->parks, 1, memory_order_relaxed);
+    atomic_store_explicit(&pool->parked, 1, memory_order_relaxed);
 }
 
-int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool)
+int32_t cvf_threadpool_sleepers(cvf_threadpool *pool)
 {
-    return (int32_t)atomic_load_explicit(&((cvf_threadpool *)pool)->sleepers, memory_order_relaxed);
+    return (int32_t)atomic_load_explicit(&pool->sleepers, memory_order_relaxed);
 }
 
 int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count)
@@ -276,6 +272,9 @@ void cvf_threadpool_run_on(cvf_threadpool *pool, int32_t max_threads, int64_t co
         return;
     }
     atomic_store_explicit(&pool->busy, active - 1, memory_order_relaxed);
+    /* the workers spin again after this job; a worker that sees the job (acquire, below) sees this
+     * store or a later park, never the park before it */
+    atomic_store_explicit(&pool->parked, 0, memory_order_relaxed);
     pthread_mutex_lock(&pool->lock);
     uint64_t job = (atomic_load_explicit(&pool->generation, memory_order_relaxed) >> ACTIVE_BITS) + 1;
     atomic_store_explicit(&pool->generation, (job << ACTIVE_BITS) | (uint64_t)active,
@@ -285,7 +284,7 @@ void cvf_threadpool_run_on(cvf_threadpool *pool, int32_t max_threads, int64_t co
 
     run_tasks(pool, 0);
 
-    spin_budget spin = spin_start(pool);
+    spin_budget spin = {0};
     while (atomic_load_explicit(&pool->busy, memory_order_acquire) > 0 && spin_on(pool, &spin)) {
     }
     if (atomic_load_explicit(&pool->busy, memory_order_acquire) > 0) {

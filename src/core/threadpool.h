@@ -19,8 +19,8 @@ typedef struct cvf_threadpool cvf_threadpool;
 typedef void (*cvf_task_fn)(void *arg, int64_t task, int32_t thread);
 
 /* Creates a pool of threads threads in total (threads - 1 workers plus the caller) whose idle
- * workers, and whose caller waiting for them, spin for up to spin_ns nanoseconds before they sleep
- * (0: sleep at once); returns NULL when a thread or the memory could not be had. */
+ * workers, and whose caller waiting for them, spin for up to spin_ns nanoseconds (at most a minute)
+ * before they sleep (0: sleep at once); returns NULL when a thread or the memory could not be had. */
 cvf_threadpool *cvf_threadpool_create(int32_t threads, int64_t spin_ns);
 
 /* Stops and joins the workers. NULL is a no-op. */
@@ -29,12 +29,13 @@ void cvf_threadpool_destroy(cvf_threadpool *pool);
 /* Returns the number of threads, the caller included. */
 int32_t cvf_threadpool_size(const cvf_threadpool *pool);
 
-/* Ends the spinning of the idle workers: they sleep until the next job (which wakes them). Call
- * between jobs, from the thread that runs them. */
+/* Ends the spinning of the idle workers: they sleep until the next job of two or more threads
+ * (which wakes them), those still finishing the last job as soon as they are done. Call between
+ * jobs, from the thread that runs them. */
 void cvf_threadpool_park(cvf_threadpool *pool);
 
 /* Returns how many workers are asleep waiting for a job right now (a snapshot, for tests). */
-int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool);
+int32_t cvf_threadpool_sleepers(cvf_threadpool *pool);
 
 /* Returns how many threads a run of count tasks uses: min(pool size, count). Every thread index
  * passed to the tasks is below it, so per-thread scratch needs this many slots. */
