@@ -39,6 +39,14 @@ step() {
     timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; rc=$?
     echo "-- $name rc=$rc $((SECONDS - t0))s"
 }
+# build_mlp_steps: bench/cpu_mlp_steps.c against this run's library as $BUILD/mlp_steps, once per run
+# (the reshape and spin groups); false, with the compiler's output in $OUT/mlp_steps_build.log, if it fails.
+mlp_steps_built=
+build_mlp_steps() {
+    [ -n "$mlp_steps_built" ] && return 0
+    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
+        -o "$BUILD/mlp_steps" 2> "$OUT/mlp_steps_build.log" && mlp_steps_built=1
+}
 # rows NAME GROUP ISA [EXTRA]: appends $OUT/rows/NAME.jsonl to cpu.jsonl, each row tagged with its
 # group and level, plus EXTRA (JSON members: ,"impl":"cvfuse" for bench's rows; torch's carry theirs).
 rows() {
@@ -202,8 +210,7 @@ fi
 # for the AVX-512 fp32 kernel's 12-row panels), alternated over BLOCK_ROUNDS rounds: whether fewer
 # B columns per task pay for more A rows packed per task (on the VM, K2-3's 4 x 4 did 9% more work) ----
 if ! skip reshape; then
-    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
-        -o "$BUILD/mlp_steps" 2> "$OUT/reshape_build.log"; then
+    if build_mlp_steps; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
             # each: the step (cpu_mlp_steps' index), then the MC of its 16 x 1, 8 x 2, 4 x 4 (, 2 x 8) splits
             for split in "0 132 264 516" "1 48 96 192 384" "2 192 384 768" "3 132 264 516"; do
@@ -223,7 +230,7 @@ if ! skip reshape; then
             done
         done
     else
-        echo "SKIP reshape: mlp_steps did not build"; tail -5 "$OUT/reshape_build.log"
+        echo "SKIP reshape: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
     fi
 fi
 
@@ -234,8 +241,7 @@ fi
 # bf16 and f32 at S = 2048 and bf16 at S = 256, then the whole bf16 backward by `cvfuse bench`;
 # PyTorch's seven ops (bench/torch_cpu_steps.py) once per round ----
 if ! skip spin; then
-    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
-        -o "$BUILD/mlp_steps" 2> "$OUT/spin_build.log"; then
+    if build_mlp_steps; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
             order="14 default"
             [ $((round % 2)) = 0 ] && order="default 14"
@@ -256,7 +262,7 @@ if ! skip spin; then
                 --dtype bf16 --repeat 15 2>&1 | tail -8
         done 2>&1 | tee "$OUT/spin.log" | grep -E "^round|sum of medians|^torch sum|mlp-backward"
     else
-        echo "SKIP spin: mlp_steps did not build"; tail -5 "$OUT/spin_build.log"
+        echo "SKIP spin: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
     fi
 fi
 

@@ -364,9 +364,7 @@ static void test_forward_plan(void)
 /* Section: the pool's spin setting. Every CVF_CPU_SPIN_US value, good ones and ones reported and
  * replaced by the default, gives a working context whose products have the same bits, with its
  * workers parked between calls or not; cvf_context_park_threads is a no-op on NULL and on the
- * reference device. (What the spin does to the workers: test_threadpool. The 2-thread context
- * reads the variable only where the process has 2 CPUs or more, as CI and the development
- * machines do.) */
+ * reference device. (What the setting and the park do to a context's workers: test_threadpool.) */
 static void test_spin_setting(void)
 {
     mm want, got;

@@ -5,14 +5,16 @@
  * cvf_threadpool_run_on returns. Jobs with pauses between them make the workers fall asleep, and
  * the next job must wake them; so must a job after a park request, and with no spin at all. Then
  * the spin time itself: idle workers spin (none asleep) within it, sleep once it is over, and sleep
- * at once when parked. Run under ThreadSanitizer by `make test-thread`.
+ * at once when parked; and the same through a context (CVF_CPU_SPIN_US, cvf_context_park_threads).
+ * Run under ThreadSanitizer by `make test-thread`.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
-#include "core/threadpool.h"
+#include "core/internal.h" /* the context's pool; includes core/threadpool.h */
 #include "support.h"
 
 #define POOL_THREADS 6
@@ -152,6 +154,60 @@ static void check_spin_and_park(void)
            "  spin 20 ms: they sleep when it ends; spin 0: at once\n");
 }
 
+/* A CPU context of all CPUs under CVF_CPU_SPIN_US=value, with a product run on it (the next call
+ * after a park wakes the workers); NULL when it could not be made. */
+static cvf_context *spin_context(const char *value)
+{
+    setenv("CVF_CPU_SPIN_US", value, 1);
+    cvf_context *ctx = NULL;
+    cvf_status status = cvf_context_create(NULL, &ctx);
+    unsetenv("CVF_CPU_SPIN_US");
+    CHECK(status == CVF_STATUS_SUCCESS, "CVF_CPU_SPIN_US=%s: %s", value, cvf_context_create_error());
+    return status == CVF_STATUS_SUCCESS ? ctx : NULL;
+}
+
+/* The setting's path from the environment to a context's pool, and cvf_context_park_threads:
+ * under CVF_CPU_SPIN_US=1000000 the workers still spin 50 ms after the context's creation and
+ * after a product, and sleep once parked; under 0 they sleep at once. Needs 2 CPUs (a context
+ * with more threads than CPUs does not spin): skipped, and said, on one. */
+static void check_context_spin(void)
+{
+    cvf_context *spinning = spin_context("1000000");
+    if (!spinning)
+        return;
+    const int32_t workers = cvf_context_threads(spinning) - 1;
+    if (workers < 1) {
+        printf("  context spin: SKIP, one CPU (a context of one thread has no workers)\n");
+        cvf_context_destroy(spinning);
+        return;
+    }
+    static float a[192 * 192], c[192 * 192];
+    cvf_matrix va = cvf_matrix_row_major(a, CVF_F32, 192, 192), vc = cvf_matrix_row_major(c, CVF_F32, 192, 192);
+    struct timespec while_spinning = {0, 50 * 1000 * 1000};
+    for (int call = 0; call < 2; call++) {
+        CHECK(cvf_matmul(spinning, &va, &va, &vc, NULL) == CVF_STATUS_SUCCESS, "matmul: %s",
+              cvf_context_last_error(spinning));
+        nanosleep(&while_spinning, NULL);
+        CHECK(cvf_threadpool_sleepers(spinning->pool) == 0,
+              "CVF_CPU_SPIN_US=1000000, call %d: %d workers asleep 50 ms after it, want 0", call,
+              (int)cvf_threadpool_sleepers(spinning->pool));
+        cvf_context_park_threads(spinning); /* well before the 1 s spin would end by itself */
+        CHECK(sleepers_reach(spinning->pool, workers, 0.5),
+              "CVF_CPU_SPIN_US=1000000, call %d, parked: %d of %d workers asleep after 0.5 s", call,
+              (int)cvf_threadpool_sleepers(spinning->pool), (int)workers);
+    }
+    cvf_context_destroy(spinning);
+
+    cvf_context *sleeping = spin_context("0");
+    if (!sleeping)
+        return;
+    CHECK(sleepers_reach(sleeping->pool, workers, 5.0), "CVF_CPU_SPIN_US=0: %d of %d workers asleep after 5 s",
+          (int)cvf_threadpool_sleepers(sleeping->pool), (int)workers);
+    cvf_context_destroy(sleeping);
+    printf("  context spin: CVF_CPU_SPIN_US=1000000 keeps %d workers spinning until parked; 0 lets them sleep\n",
+           (int)workers);
+}
+
 int main(void)
 {
     const struct {
@@ -167,5 +223,6 @@ int main(void)
         cvf_threadpool_destroy(pool);
     }
     check_spin_and_park();
+    check_context_spin();
     return test_report("test_threadpool");
 }

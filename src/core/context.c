@@ -124,13 +124,14 @@ cvf_status cvf_context_create(const cvf_context_options *options, cvf_context **
     }
     /* The reference device computes on the calling thread alone (simple, obviously correct); the
      * CUDA device only enqueues work from the caller's thread. */
+    const int32_t cpus = online_cpus();
     ctx->threads = options->device == CVF_DEVICE_REFERENCE || options->device == CVF_DEVICE_CUDA ? 1
                    : options->threads > 0                                                        ? options->threads
-                                                                                                 : online_cpus();
+                                                                                                 : cpus;
     /* no spinning where the threads outnumber the CPUs: a spinning worker would hold a core that a
      * working one needs (GNU OpenMP shortens its spin likewise) */
     const int64_t spin_ns = spin_ns_from_env(); /* read (and a bad value reported) whatever the threads */
-    ctx->pool = cvf_threadpool_create(ctx->threads, ctx->threads > 1 && ctx->threads <= online_cpus() ? spin_ns : 0);
+    ctx->pool = cvf_threadpool_create(ctx->threads, ctx->threads > 1 && ctx->threads <= cpus ? spin_ns : 0);
     if (!ctx->pool) {
         int32_t workers = ctx->threads - 1;
         if (backend->release)

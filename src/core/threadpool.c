@@ -6,15 +6,16 @@
  * runs of a GEMM, the steps of an MLP, a loop of calls) start without a futex wake-up each: in a
  * virtual machine a sleeping worker's vCPU halts and wakes slowly (on the 16-core host, ~2.4 ms of
  * spin instead of ~15 us cut the bf16 MLP backward's steps by 5-29%; docs/PERF.md, seventh
- * session). Likewise the caller spins
- * on `busy` for up to the same time before sleeping on work_done. A park request (`parked` set,
- * cleared by the next job before it is published) ends the workers' spinning at once, including
- * that of workers which reach their wait only after the request. Only the workers a job uses (index < active) take part
- * in it and report its end; the others just note the generation. The generation word carries the job's active count
- * with it (one atomic read tells a worker both), so a slow non-participant can never mistake itself for a participant
- * of a later job. A sleeper re-checks the generation under the lock, and the caller broadcasts under the lock after
- * bumping it, so no wake-up is lost (nor an end-of-job signal: `busy` reaching zero is signalled under the lock, and
- * the caller checks it under the lock before waiting).
+ * session). Likewise the caller spins on `busy` for up to the same time before sleeping on
+ * work_done. A park request (`parked` set, cleared by the next job before it is published) ends
+ * the workers' spinning at once, including that of workers which reach their wait only after the
+ * request. Only the workers a job uses (index < active) take part in it and report its end; the
+ * others just note the generation. The generation word carries the job's active count with it
+ * (one atomic read tells a worker both), so a slow non-participant can never mistake itself for a
+ * participant of a later job. A sleeper re-checks the generation under the lock, and the caller
+ * broadcasts under the lock after bumping it, so no wake-up is lost (nor an end-of-job signal:
+ * `busy` reaching zero is signalled under the lock, and the caller checks it under the lock before
+ * waiting).
  */
 #include "core/threadpool.h"
 
