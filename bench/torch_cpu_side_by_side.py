@@ -20,7 +20,8 @@ OpenMP threads for milliseconds: libgomp's default spin count), and a call that 
 other library's threads still spin on the same CPUs runs slower (our 16-thread MLP backward at
 S = 256 on the 16-core host: 9.4 ms in strict call-by-call alternation, 3.1 ms alone in `cvfuse
 bench`). So the sides alternate in blocks: one untimed call (which absorbs the other side's
-spinning threads), then --block timed calls, each side hot as in a loop of its own calls; a pair
+spinning threads; ours are parked with cvfuse.park_threads() before torch's block, as `cvfuse
+bench` parks them before OpenBLAS's calls), then --block timed calls, each side hot as in a loop of its own calls; a pair
 is then two neighbouring blocks' medians. The side that goes first alternates from pair to pair,
 so that a steady drift of the machine cancels out of the pairs.
 Threads: torch.set_num_threads(N); cvfuse's context takes one thread per CPU the process may run
@@ -116,6 +117,8 @@ def main():
         sides = [(ours, t_ours), (theirs, t_theirs)]
         medians = {}
         for fn, times in (sides if index % 2 == 0 else sides[::-1]):
+            if fn is theirs:
+                cvfuse.park_threads()  # our idle workers stop spinning before torch's block
             fn()  # untimed: the other side's threads may still spin
             block = []
             for _ in range(min(args.block, args.repeat - done)):
