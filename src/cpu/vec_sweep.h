@@ -9,46 +9,75 @@
 #ifndef CVF_CPU_VEC_SWEEP_H
 #define CVF_CPU_VEC_SWEEP_H
 
+/* One row of the tile as finish_rows sweeps it: its pointers, and the descriptor's members copied
+ * out (in registers, where the stores through c and sums would make the compiler reload them). */
+typedef struct finish_row {
+    const float *x, *bias;
+    char *c, *aux_out;
+    const char *aux_in;
+    float *sums;
+    cvf_dtype c_dtype, aux_out_dtype, aux_in_dtype;
+    bool add_sums; /* sums += y; else sums = y (the tile's first row, not continued) */
+} finish_row;
+
+/* count lanes of a row at element i through bias, aux_out, the activation (reading aux_in in place),
+ * the store and the column sums. count is a constant in each caller (VEC_WIDTH in a row's body), so
+ * its masks fold away there. */
+static inline __attribute__((always_inline)) void finish_vector(const finish_row *f, int64_t i, int count,
+                                                                cvf_activation act)
+{
+    vf y = vf_load_n(f->x + i, count);
+    if (f->bias)
+        y = vf_add(y, vf_load_n(f->bias + i, count));
+    if (f->aux_out)
+        store_lanes(f->aux_out, f->aux_out_dtype, i, y, count);
+    switch (act) {
+    case CVF_ACTIVATION_NONE: break;
+    case CVF_ACTIVATION_RELU: y = vf_max(vf_set(0.0f), y); break;
+    case CVF_ACTIVATION_GELU_TANH: y = vec_gelu(y); break;
+    case CVF_ACTIVATION_DGELU_TANH:
+        y = vf_mul(y, vec_gelu_derivative(load_lanes(f->aux_in, f->aux_in_dtype, i, count)));
+        break;
+    case CVF_ACTIVATION_GELU_ERF: y = vec_gelu_erf(y); break;
+    case CVF_ACTIVATION_DGELU_ERF:
+        y = vf_mul(y, vec_gelu_erf_derivative(load_lanes(f->aux_in, f->aux_in_dtype, i, count)));
+        break;
+    }
+    store_lanes(f->c, f->c_dtype, i, y, count);
+    if (f->sums)
+        vf_store_n(f->sums + i, f->add_sums ? vf_add(vf_load_n(f->sums + i, count), y) : y, count);
+}
+
 /*
  * vec_finish_tile (vec_finish.h) in one sweep per row: each vector of values goes from the tile's
  * registers through bias, aux_out, the activation (reading aux_in in place), the store and the
  * column sums, instead of one pass per member with aux_in copied into scratch and the row copied
  * out (the MLP backward's GELU' tile spent 40% of its epilogue in those copies). The same
  * operations on the same lanes as the members, so the results are bit-identical (test_vec checks
- * it). act is a constant in each caller, so the activation's switch folds away.
+ * it). act is a constant in each caller, so the activation's switch folds away; a row's whole
+ * vectors and its tail are separate loops, so the body has no masks.
  */
 static inline __attribute__((always_inline)) void finish_rows(const cvf_cpu_tile_epilogue *e, const float *x,
                                                               int64_t ldx, int64_t m, int64_t n, cvf_activation act)
 {
+    const int64_t body = n / VEC_WIDTH * VEC_WIDTH;
     for (int64_t r = 0; r < m; r++) {
-        const float *row = x + r * ldx;
-        char *c = (char *)e->c + r * e->c_ld * e->c_size;
-        char *aux_out = e->aux_out ? (char *)e->aux_out + r * e->aux_out_ld * e->aux_out_size : NULL;
-        const char *aux_in = e->aux_in ? (const char *)e->aux_in + r * e->aux_in_ld * e->aux_in_size : NULL;
-        for (int64_t i = 0; i < n; i += VEC_WIDTH) {
-            int count = vec_lanes(i, n);
-            vf y = vf_load_n(row + i, count);
-            if (e->bias)
-                y = vf_add(y, vf_load_n(e->bias + i, count));
-            if (aux_out)
-                store_lanes(aux_out, e->aux_out_dtype, i, y, count);
-            switch (act) {
-            case CVF_ACTIVATION_NONE: break;
-            case CVF_ACTIVATION_RELU: y = vf_max(vf_set(0.0f), y); break;
-            case CVF_ACTIVATION_GELU_TANH: y = vec_gelu(y); break;
-            case CVF_ACTIVATION_DGELU_TANH:
-                y = vf_mul(y, vec_gelu_derivative(load_lanes(aux_in, e->aux_in_dtype, i, count)));
-                break;
-            case CVF_ACTIVATION_GELU_ERF: y = vec_gelu_erf(y); break;
-            case CVF_ACTIVATION_DGELU_ERF:
-                y = vf_mul(y, vec_gelu_erf_derivative(load_lanes(aux_in, e->aux_in_dtype, i, count)));
-                break;
-            }
-            store_lanes(c, e->c_dtype, i, y, count);
-            if (e->sums)
-                vf_store_n(e->sums + i, r == 0 && !e->sums_continue ? y : vf_add(vf_load_n(e->sums + i, count), y),
-                           count);
-        }
+        const finish_row f = {
+            x + r * ldx,
+            e->bias,
+            (char *)e->c + r * e->c_ld * e->c_size,
+            e->aux_out ? (char *)e->aux_out + r * e->aux_out_ld * e->aux_out_size : NULL,
+            e->aux_in ? (const char *)e->aux_in + r * e->aux_in_ld * e->aux_in_size : NULL,
+            e->sums,
+            e->c_dtype,
+            e->aux_out_dtype,
+            e->aux_in_dtype,
+            r > 0 || e->sums_continue,
+        };
+        for (int64_t i = 0; i < body; i += VEC_WIDTH)
+            finish_vector(&f, i, VEC_WIDTH, act);
+        if (body < n)
+            finish_vector(&f, body, (int)(n - body), act);
     }
 }
 
