@@ -31,7 +31,9 @@
  * Output: a table on stdout, and one JSON object per case appended to the file named by --json.
  * matmul cases: op, dtype, shape {m, n, k}, device, ms, baseline "cublaslt", baseline_ms, ratio =
  * ms / baseline_ms, tflops, baseline_tflops, max_rel_diff, input_sets, repeat, host_us,
- * baseline_host_us. MLP cases: op, dtype, S, H, I, device, ms (ours whole), baseline ("cublaslt",
+ * baseline_host_us, and the memory floor: gbs and baseline_gbs (A + B + C's bytes, each once, over
+ * the median), copy_ms / copy_gbs (a device-to-device copy of C: its bytes read and written) and
+ * memset_ms / memset_gbs (C written only), timed on the same stream after both sides. MLP cases: op, dtype, S, H, I, device, ms (ours whole), baseline ("cublaslt",
  * or "none" when cuBLASLt cannot run the case), baseline_ms, ratio, tflops, baseline_tflops,
  * kernels {ours {K1, K2-1, K2-2, K2-3, K3, sum}, cublaslt {...}} (forward: fc1, fc2, sum; per-kernel
  * medians in ms; cuBLASLt's K3 is null: it rides in K2-1), k1_plain_ms and cublaslt_k1_plain_ms
@@ -295,6 +297,29 @@ static void ours_fn(void *state, int set)
     ours_run(s->ctx, s->c, s->o, set);
 }
 
+/* The memory floor of a case: a device-to-device copy of C's bytes (each read once, written once)
+ * and a memset of them (written only), on the same stream (state: floor_state). At small K the
+ * GEMM is C's store with A and B read once: issue 12 asks it for >= 85% of the copy's bandwidth. */
+typedef struct floor_state {
+    const operands *src, *dst;
+    size_t bytes;
+    cudaStream_t stream;
+} floor_state;
+
+/* run_fn: C of set `set` copied into the other side's C. */
+static void copy_fn(void *state, int set)
+{
+    floor_state *s = state;
+    CUDA_OK(cudaMemcpyAsync(s->dst->c[set], s->src->c[set], s->bytes, cudaMemcpyDeviceToDevice, s->stream));
+}
+
+/* run_fn: C of set `set` set to zero bytes. */
+static void memset_fn(void *state, int set)
+{
+    floor_state *s = state;
+    CUDA_OK(cudaMemsetAsync(s->dst->c[set], 0, s->bytes, s->stream));
+}
+
 typedef struct lt_state {
     const lt_setup *lt;
     int algo;
@@ -387,6 +412,15 @@ static void run_case(const bench_case *c, cvf_context *ctx, cublasLtHandle_t lt,
            isolated_ms(lt_fn, &lts, sets, stream), back_to_back_ms(lt_fn, &lts, sets, stream));
     if (ms_theirs2 < ms_theirs)
         ms_theirs = ms_theirs2;
+    /* the memory floor, after both sides' timings (it overwrites cuBLASLt's C) */
+    floor_state fs = {&ours, &theirs, bytes_c, stream};
+    double ms_copy = time_median(copy_fn, &fs, sets, warmup, repeat, stream);
+    double ms_memset = time_median(memset_fn, &fs, sets, warmup, repeat, stream);
+    double gbs = total / (ms_ours * 1e6), gbs_theirs = total / (ms_theirs * 1e6), gbs_copy = 2.0 * bytes_c / (ms_copy * 1e6),
+           gbs_memset = bytes_c / (ms_memset * 1e6);
+    printf("  [memory floor] A + B + C once: ours %.0f GB/s, cublaslt %.0f GB/s; copy of C %.4f ms (%.0f GB/s: ours "
+           "%.0f%% of it), memset of C %.4f ms (%.0f GB/s)\n",
+           gbs, gbs_theirs, ms_copy, gbs_copy, 100.0 * gbs / gbs_copy, ms_memset, gbs_memset);
     double flops = 2.0 * (double)c->m * (double)c->n * (double)c->k;
     double tf = flops / (ms_ours * 1e-3) / 1e12, tf_theirs = flops / (ms_theirs * 1e-3) / 1e12;
     printf("%-12s %-5s %6lld %6lld %6lld  ours %8.4f ms %6.1f TF/s  cublaslt %8.4f ms %6.1f TF/s  ratio %.3f  "
@@ -399,9 +433,11 @@ static void run_case(const bench_case *c, cvf_context *ctx, cublasLtHandle_t lt,
                 "{\"op\":\"%s\",\"dtype\":\"%s\",\"shape\":{\"m\":%lld,\"n\":%lld,\"k\":%lld},\"device\":\"cuda\","
                 "\"ms\":%.5f,\"baseline\":\"cublaslt\",\"baseline_ms\":%.5f,\"ratio\":%.4f,\"tflops\":%.1f,"
                 "\"baseline_tflops\":%.1f,\"max_rel_diff\":%.3g,\"input_sets\":%d,\"repeat\":%d,"
-                "\"host_us\":%.1f,\"baseline_host_us\":%.1f}\n",
+                "\"host_us\":%.1f,\"baseline_host_us\":%.1f,\"gbs\":%.0f,\"baseline_gbs\":%.0f,\"copy_ms\":%.5f,"
+                "\"copy_gbs\":%.0f,\"memset_ms\":%.5f,\"memset_gbs\":%.0f}\n",
                 c->op, cvf_dtype_name(c->dtype), (long long)c->m, (long long)c->n, (long long)c->k, ms_ours, ms_theirs,
-                ms_ours / ms_theirs, tf, tf_theirs, diff, sets, repeat, host_ours, host_theirs);
+                ms_ours / ms_theirs, tf, tf_theirs, diff, sets, repeat, host_ours, host_theirs, gbs, gbs_theirs, ms_copy,
+                gbs_copy, ms_memset, gbs_memset);
         fflush(json);
     }
     lt_destroy(&ls);
