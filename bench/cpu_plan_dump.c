@@ -1,0 +1,52 @@
+/*
+ * The CPU planner's blocked plans over a grid of products, one line each, for diffing two builds
+ * of a planner change (which plans it moves, at which thread counts): M = 1-1200, N in {256, 768,
+ * 1024, 3072, 4096}, K in {256, 768, 3072}, f32 / bf16 / f16, contexts of 2-32 threads, at the
+ * level CVF_CPU_ISA picks (the plans depend on this machine's caches too). Not part of the build;
+ * from the repository root, after a CPU build in build/ (and one of the other tree in OTHER/build/):
+ *
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc bench/cpu_plan_dump.c build/libcvfuse.a \
+ *       -lpthread -lm -o build/plan_dump
+ *   CVF_CPU_ISA=avx512 build/plan_dump > new.txt   (the same for the other build: old.txt)
+ *   diff old.txt new.txt | grep -c '^>'            (plans moved; `awk '{print $2}'` of them: threads)
+ */
+#include <stdio.h>
+
+#include "cpu/cpu.h"
+#include "cvfuse.h"
+
+int main(void)
+{
+    static char dummy[64]; /* the plans read no data */
+    static const int32_t threads[] = {2, 3, 4, 6, 8, 12, 16, 32};
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16, CVF_F16};
+    static const int64_t ns[] = {256, 768, 1024, 3072, 4096};
+    static const int64_t ks[] = {256, 768, 3072};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        cvf_context_options options = {.device = CVF_DEVICE_CPU, .threads = threads[t]};
+        cvf_context *ctx;
+        if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
+            fprintf(stderr, "context of %d threads: %s\n", threads[t], cvf_context_create_error());
+            return 1;
+        }
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+            for (int64_t m = 1; m <= 1200; m += m < 100 ? 1 : 7)
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                        const int64_t n = ns[ni], k = ks[ki];
+                        cvf_matrix a = cvf_matrix_row_major(dummy, dtypes[d], m, k);
+                        cvf_matrix b = cvf_matrix_row_major(dummy, dtypes[d], k, n);
+                        cvf_matrix c = cvf_matrix_row_major(dummy, dtypes[d], m, n);
+                        cvf_epilogue ep = {.activation = CVF_ACTIVATION_RELU};
+                        cvf_cpu_plan_info i = cvf_cpu_plan_describe(ctx, &a, &b, &c, &ep);
+                        if (i.path != CVF_CPU_PATH_BLOCKED)
+                            continue;
+                        printf("t%d %s %lldx%lldx%lld: %d thr mr%lld nc%lld blocks %lld chunks %lld mc %lld\n",
+                               threads[t], cvf_dtype_name(dtypes[d]), (long long)m, (long long)n, (long long)k,
+                               i.threads, (long long)i.mr, (long long)i.nc, (long long)i.ic_blocks,
+                               (long long)i.jr_chunks, (long long)i.mc);
+                    }
+        cvf_context_destroy(ctx);
+    }
+    return 0;
+}
