@@ -4,9 +4,8 @@
  * lock; a worker that has just finished a job first spins on `generation` for up to the pool's
  * spin time before it sleeps on the condition variable, so back-to-back jobs (the pack and compute
  * runs of a GEMM, the steps of an MLP, a loop of calls) start without a futex wake-up each: in a
- * virtual machine a sleeping worker's vCPU halts and wakes slowly (on the 16-core host, ~2.4 ms of
- * spin instead of ~15 us cut the bf16 MLP backward's steps by 5-29%; docs/PERF.md, seventh
- * session). Likewise the caller spins on `busy` for up to the same time before sleeping on
+ * virtual machine a sleeping worker's vCPU halts and wakes slowly (the measurements behind the
+ * default spin: DEFAULT_SPIN_US in context.c). Likewise the caller spins on `busy` for up to the same time before sleeping on
  * work_done. A park request (`parked` set, cleared by the next job before it is published) ends
  * the workers' spinning at once, including that of workers which reach their wait only after the
  * request. Only the workers a job uses (index < active) take part in it and report its end; the

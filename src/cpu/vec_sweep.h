@@ -22,7 +22,7 @@ typedef struct finish_row {
 
 /* count lanes of a row at element i through bias, aux_out, the activation (reading aux_in in place),
  * the store and the column sums. count is a constant in each caller (VEC_WIDTH in a row's body), so
- * its masks fold away there. */
+ * the loads' and stores' tests of it fold away there. */
 static inline __attribute__((always_inline)) void finish_vector(const finish_row *f, int64_t i, int count,
                                                                 cvf_activation act)
 {
@@ -55,7 +55,7 @@ static inline __attribute__((always_inline)) void finish_vector(const finish_row
  * out (the MLP backward's GELU' tile spent 40% of its epilogue in those copies). The same
  * operations on the same lanes as the members, so the results are bit-identical (test_vec checks
  * it). act is a constant in each caller, so the activation's switch folds away; a row's whole
- * vectors and its tail are separate loops, so the body has no masks.
+ * vectors and its tail are separate loops, so the body tests no lane count.
  */
 static inline __attribute__((always_inline)) void finish_rows(const cvf_cpu_tile_epilogue *e, const float *x,
                                                               int64_t ldx, int64_t m, int64_t n, cvf_activation act)
