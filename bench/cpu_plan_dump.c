@@ -9,14 +9,67 @@
  *       -lpthread -lm -o build/plan_dump
  *   CVF_CPU_ISA=avx512 build/plan_dump > new.txt   (the same for the other build: old.txt)
  *   diff old.txt new.txt | grep -c '^>'            (plans moved; `awk '{print $2}'` of them: threads)
+ *   CVF_CPU_ISA=amx build/plan_dump steps          (instead of the grid: the plans of the f32 / bf16 / f16
+ *                                                   MLP backward's four GEMMs at S = 2048, H = 768, I = 3072,
+ *                                                   K2-1 and K2-2 with A transposed as the backward reads
+ *                                                   it, and of 2048^3 and 4096^3, on 8 and 16 threads)
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "cpu/cpu.h"
 #include "cvfuse.h"
 
-int main(void)
+/* One plan's line: the context's thread count, the dtype, a name and the product's shape. */
+static void print_plan(int32_t threads, cvf_dtype dtype, const char *name, int64_t m, int64_t n, int64_t k,
+                       const cvf_cpu_plan_info *i)
 {
+    printf("t%d %s %s%lldx%lldx%lld: %d thr mr%lld nc%lld blocks %lld chunks %lld mc %lld\n", threads,
+           cvf_dtype_name(dtype), name, (long long)m, (long long)n, (long long)k, i->threads, (long long)i->mr,
+           (long long)i->nc, (long long)i->ic_blocks, (long long)i->jr_chunks, (long long)i->mc);
+}
+
+/* The `steps` mode: the MLP backward's GEMMs (weights as the backward reads them) and two squares. */
+static int dump_steps(void)
+{
+    static char dummy[64];
+    static const int32_t threads[] = {8, 16};
+    static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16, CVF_F16};
+    static const struct {
+        const char *name;
+        int64_t m, n, k;
+        bool a_transposed;
+    } steps[] = {{"K1 ", 2048, 3072, 768, false},      {"K2-1 ", 768, 3072, 2048, true},
+                 {"K2-2 ", 3072, 768, 2048, true},     {"K2-3 ", 2048, 768, 3072, false},
+                 {"square ", 2048, 2048, 2048, false}, {"square ", 4096, 4096, 4096, false}};
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        cvf_context_options options = {.device = CVF_DEVICE_CPU, .threads = threads[t]};
+        cvf_context *ctx;
+        if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
+            fprintf(stderr, "context of %d threads: %s\n", threads[t], cvf_context_create_error());
+            return 1;
+        }
+        for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++)
+            for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+                const int64_t m = steps[s].m, n = steps[s].n, k = steps[s].k;
+                cvf_matrix a = steps[s].a_transposed
+                                   ? cvf_matrix_transpose(cvf_matrix_row_major(dummy, dtypes[d], k, m))
+                                   : cvf_matrix_row_major(dummy, dtypes[d], m, k);
+                cvf_matrix b = cvf_matrix_row_major(dummy, dtypes[d], k, n);
+                cvf_matrix c = cvf_matrix_row_major(dummy, dtypes[d], m, n);
+                cvf_epilogue ep = {.activation = CVF_ACTIVATION_NONE};
+                cvf_cpu_plan_info i = cvf_cpu_plan_describe(ctx, &a, &b, &c, &ep);
+                print_plan(threads[t], dtypes[d], steps[s].name, m, n, k, &i);
+            }
+        cvf_context_destroy(ctx);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "steps") == 0)
+        return dump_steps();
     static char dummy[64]; /* the plans read no data */
     static const int32_t threads[] = {2, 3, 4, 6, 8, 12, 16, 32};
     static const cvf_dtype dtypes[] = {CVF_F32, CVF_BF16, CVF_F16};
@@ -41,10 +94,7 @@ int main(void)
                         cvf_cpu_plan_info i = cvf_cpu_plan_describe(ctx, &a, &b, &c, &ep);
                         if (i.path != CVF_CPU_PATH_BLOCKED)
                             continue;
-                        printf("t%d %s %lldx%lldx%lld: %d thr mr%lld nc%lld blocks %lld chunks %lld mc %lld\n",
-                               threads[t], cvf_dtype_name(dtypes[d]), (long long)m, (long long)n, (long long)k,
-                               i.threads, (long long)i.mr, (long long)i.nc, (long long)i.ic_blocks,
-                               (long long)i.jr_chunks, (long long)i.mc);
+                        print_plan(threads[t], dtypes[d], "", m, n, k, &i);
                     }
         cvf_context_destroy(ctx);
     }
