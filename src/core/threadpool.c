@@ -238,7 +238,7 @@ void cvf_threadpool_park(cvf_threadpool *pool)
     atomic_store_explicit(&pool->parked, 1, memory_order_relaxed);
 }
 
-int32_t cvf_threadpool_sleepers(cvf_threadpool *pool)
+int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool)
 {
     return (int32_t)atomic_load_explicit(&pool->sleepers, memory_order_relaxed);
 }

@@ -35,7 +35,7 @@ int32_t cvf_threadpool_size(const cvf_threadpool *pool);
 void cvf_threadpool_park(cvf_threadpool *pool);
 
 /* Returns how many workers are asleep waiting for a job right now (a snapshot, for tests). */
-int32_t cvf_threadpool_sleepers(cvf_threadpool *pool);
+int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool);
 
 /* Returns how many threads a run of count tasks uses: min(pool size, count). Every thread index
  * passed to the tasks is below it, so per-thread scratch needs this many slots. */
