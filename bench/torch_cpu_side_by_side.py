@@ -22,8 +22,8 @@ S = 256 on the 16-core host: 9.4 ms in strict call-by-call alternation, 3.1 ms a
 bench`). So the sides alternate in blocks: one untimed call (which absorbs the other side's
 spinning threads; ours are parked with cvfuse.park_threads() before torch's block, as `cvfuse
 bench` parks them before OpenBLAS's calls), then --block timed calls, each side hot as in a loop
-of its own calls; a pair is then two neighbouring blocks' medians. The side that goes first alternates from pair to pair,
-so that a steady drift of the machine cancels out of the pairs.
+of its own calls; a pair is then two neighbouring blocks' medians. The side that goes first
+alternates from pair to pair, so that a steady drift of the machine cancels out of the pairs.
 Threads: torch.set_num_threads(N); cvfuse's context takes one thread per CPU the process may run
 on, so the process is first restricted to N CPUs (sched_setaffinity; both libraries then share
 them). --check compares both sides' outputs with each other once (largest relative Frobenius

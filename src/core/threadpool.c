@@ -5,8 +5,8 @@
  * spin time before it sleeps on the condition variable, so back-to-back jobs (the pack and compute
  * runs of a GEMM, the steps of an MLP, a loop of calls) start without a futex wake-up each: in a
  * virtual machine a sleeping worker's vCPU halts and wakes slowly (the measurements behind the
- * default spin: DEFAULT_SPIN_US in context.c). Likewise the caller spins on `busy` for up to the same time before sleeping on
- * work_done. A park request (`parked` set, cleared by the next job before it is published) ends
+ * default spin: DEFAULT_SPIN_US in context.c). Likewise the caller spins on `busy` for up to the
+ * same time before sleeping on work_done. A park request (`parked` set, cleared by the next job before it is published) ends
  * the workers' spinning at once, including that of workers which reach their wait only after the
  * request. Only the workers a job uses (index < active) take part in it and report its end; the
  * others just note the generation. The generation word carries the job's active count with it
