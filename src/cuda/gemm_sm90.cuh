@@ -1435,6 +1435,21 @@ __device__ __forceinline__ stager<SLOTS> consumer_stager(const sm90_params &p, c
  */
 constexpr int HANDOFF_BARRIER = 3; /* full: 3 + 2 wg, empty: 4 + 2 wg (1, 2: put_group's and piece_exchange's) */
 
+/*
+ * A shared word that every lane of a warp needs (a stage's unit id, a handed-off tile's
+ * coordinates): lane 0 reads it with a shared atomic, which racecheck follows where it does not
+ * follow the mbarriers and named barriers that order the write, and a shuffle hands it to the
+ * other lanes. Thirty-two lanes' atomics on one word would run as 32 shared-memory wavefronts
+ * (docs/PERF.md, 2026-12-06 second session, step 6). The whole warp must call it.
+ */
+__device__ __forceinline__ int32_t warp_read_word(int32_t *word)
+{
+    int32_t v = 0;
+    if ((threadIdx.x & 31) == 0)
+        v = atomicOr(word, 0);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
 struct handoff {
     unsigned char *buf;
     int full, empty; /* named barrier ids */
@@ -1519,7 +1534,7 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
     ring_pos r = {0, 0};
     for (;;) {
         mbar_wait(rg.full0 + 8 * r.stage, r.phase); /* the next unit's first K-slice, or the stop */
-        const int32_t u = atomicOr(rg.stage_unit + r.stage, 0);
+        const int32_t u = warp_read_word(rg.stage_unit + r.stage);
         if (u < 0)
             break;
         unit_cursor c;
@@ -1694,13 +1709,13 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
     for (;;) {
         /* the tile the consumers announced when they started its mainloop: its first aux_in loads
          * are issued before it is handed off (and again after, if another tile came) */
-        const int32_t next_tm = atomicOr(h.next, 0), next_tn = atomicOr(h.next + 1, 0);
+        const int32_t next_tm = warp_read_word(h.next), next_tn = warp_read_word(h.next + 1);
         int64_t row0 = (int64_t)next_tm * BM + half * 64, col0 = (int64_t)next_tn * BN_MAX;
         uint4 av[4];
         if (next_tm >= 0 && row0 < p.m)
             ew_first_aux(p, av, row0, col0, e, row0 + 64 <= p.m && col0 + BN_MAX <= p.n, lane);
         named_barrier(h.full, h.threads);
-        const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
+        const int32_t tm = warp_read_word(h.tile), tn = warp_read_word(h.tile + 1);
         if (tm < 0)
             break;
         row0 = (int64_t)tm * BM + half * 64;
@@ -1737,7 +1752,7 @@ __device__ __forceinline__ void relay_warp(const sm90_params &p, const CUtensorM
     named_arrive(h.empty, h.threads); /* the buffer starts empty */
     for (;;) {
         named_barrier(h.full, h.threads);
-        const int32_t tm = atomicOr(h.tile, 0), tn = atomicOr(h.tile + 1, 0);
+        const int32_t tm = warp_read_word(h.tile), tn = warp_read_word(h.tile + 1);
         if (tm < 0)
             break;
         const int64_t row0 = (int64_t)tm * BM + half * 64, col0 = (int64_t)tn * BN_MAX;
