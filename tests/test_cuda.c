@@ -1862,6 +1862,18 @@ static void test_schedule(void)
           (int)big.mode);
     const cvf_sm90_schedule vitl = cvf_cuda_sm90_schedule(h200, 1024, 4096, 16448, false);
     CHECK(vitl.tile_n == 256, "1024x4096x16448: width %d", vitl.tile_n);
+    /* measured choices (H100, every candidate forced, docs/PERF.md 2026-12-06 third session): the
+     * ViT-B weight gradients in one wave of whole 192-wide tiles (0.097 ms; 4 K parts 0.113), 1024^3
+     * whole (0.0132; 2 parts 0.0165), and 4 tiles of 256 x 256 x 12608 still cut (7 parts 0.0272, 3
+     * parts 0.0375) */
+    const cvf_sm90_schedule k21 = cvf_cuda_sm90_schedule(h200, 768, 3072, 12608, false);
+    CHECK(k21.tile_n == 192 && k21.mode == CVF_SM90_WHOLE_TILES, "768x3072x12608: width %d, mode %d", k21.tile_n,
+          (int)k21.mode);
+    const cvf_sm90_schedule cube = cvf_cuda_sm90_schedule(h200, 1024, 1024, 1024, false);
+    CHECK(cube.mode == CVF_SM90_WHOLE_TILES, "1024^3: mode %d", (int)cube.mode);
+    const cvf_sm90_schedule few = cvf_cuda_sm90_schedule(h200, 256, 256, 12608, false);
+    CHECK(few.mode == CVF_SM90_SPLIT_K && few.splits >= 4, "256x256x12608: mode %d, %d parts", (int)few.mode,
+          few.splits);
     /* forcing: the width; pairs; stream-K stays on single CTAs even with pairs asked for */
     setenv("CVF_CUDA_TILE_N", "192", 1);
     const cvf_sm90_schedule w192 = cvf_cuda_sm90_schedule(h200, 8192, 8192, 8192, false);

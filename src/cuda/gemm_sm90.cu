@@ -201,12 +201,12 @@ void *cvf_cuda_tmap_cache_create(void)
     return calloc(1, sizeof(tmap_cache));
 }
 
-/* Costs in K-slices of mainloop time: a tile's epilogue and each piece a cut tile's finisher adds
- * (128 KB out and in). Estimates, not measured one by one: a slice (128 x 256 x 64) takes about
- * 0.65 us on an H200 SM (8192^3 in 1.65 ms), the K = 64 kernel's epilogue 3-6 us a tile (PERF.md,
- * CUDA part 2), a piece about half an epilogue's bytes. */
+/* Costs in K-slices of mainloop time: a tile's epilogue (an estimate: a slice, 128 x 256 x 64,
+ * takes about 0.65 us on an H200 SM, 8192^3 in 1.65 ms; the K = 64 kernel's epilogue 3-6 us a
+ * tile, PERF.md CUDA part 2), and each piece of a cut tile beyond its first (see piece_slices). */
 #define EPILOGUE_SLICES 6.0
-#define PIECE_SLICES 3.0
+#define PIECE_SLICES_IDLE 3.0
+#define PIECE_SLICES_FULL 12.0
 /* Stream-K only up to this K (slices): with longer K its runs, which start at arbitrary K
  * offsets, stop the tiles that share A rows or B columns from reading them at the same time, and
  * the products went DRAM-bound (H200: 768 x 3072 x 12608 0.123 -> 0.147 ms, docs/PERF.md). */
@@ -215,6 +215,18 @@ void *cvf_cuda_tmap_cache_create(void)
  * x 3072 at 256 wide: modelled 124.5 slices, ~81 us; measured 0.103 ms), while whole 192-wide
  * tiles in three full waves took 0.088 ms (docs/PERF.md issue 12 part 2). */
 #define STREAM_K_OVERHEAD 1.25
+
+/* What each piece of a cut tile beyond its first costs, in slices, when `units` units run on
+ * `slots` SMs: from PIECE_SLICES_IDLE on an idle GPU up to PIECE_SLICES_FULL once the units fill
+ * it, when every SM's finisher exchanges at about the same time. Fitted to 15 shapes measured
+ * with every candidate cut forced (H100, bf16, docs/PERF.md 2026-12-06 third session): the
+ * former constant 3 cut the ViT-B weight gradients into 4 K parts, 16% slower than whole tiles,
+ * while 4 tiles of 256 x 256 x 12608 ran fastest in 7 parts. */
+static double piece_slices(int64_t units, int64_t slots)
+{
+    const double load = units >= slots ? 1.0 : (double)units / (double)slots;
+    return PIECE_SLICES_IDLE + (PIECE_SLICES_FULL - PIECE_SLICES_IDLE) * load;
+}
 
 /* Waves of `units` equal units on sms SMs. */
 static double waves(int64_t units, int64_t sms)
@@ -254,7 +266,7 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
      * products got slower (H200: 1280 x 5120 x 16448, 200 tiles: 0.330 -> 0.346 ms in 3 parts). */
     for (int64_t parts = 2; parts <= 8 && k_tiles / parts >= 4 && tiles <= slots; parts++) {
         const double t = waves(tiles * parts, slots) * ((double)k_tiles / (double)parts + EPILOGUE_SLICES) +
-                         PIECE_SLICES * (double)(parts - 1);
+                         piece_slices(tiles * parts, slots) * (double)(parts - 1);
         if (t < 0.98 * best.time)
             best = cut_choice{CVF_SM90_SPLIT_K, tiles * parts, (int)parts, t};
     }
@@ -265,7 +277,8 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
         const double run = (double)iters / (double)slots; /* slices per unit */
         const double pieces = ceil((double)k_tiles / run) + 1.0;
         const double t = STREAM_K_OVERHEAD *
-                         (run + EPILOGUE_SLICES * (double)tiles / (double)slots + PIECE_SLICES * (pieces - 1.0));
+                         (run + EPILOGUE_SLICES * (double)tiles / (double)slots +
+                          piece_slices(slots, slots) * (pieces - 1.0));
         if (t < 0.98 * best.time && t < 0.95 * whole)
             best = cut_choice{CVF_SM90_STREAM_K, slots, 1, t};
     }
