@@ -205,7 +205,7 @@ void *cvf_cuda_tmap_cache_create(void)
  * takes about 0.65 us on an H200 SM, 8192^3 in 1.65 ms; the K = 64 kernel's epilogue 3-6 us a
  * tile, PERF.md CUDA part 2), and each piece of a cut tile beyond its first (see piece_slices). */
 #define EPILOGUE_SLICES 6.0
-#define PIECE_SLICES_IDLE 3.0
+#define PIECE_SLICES_IDLE 2.0
 #define PIECE_SLICES_FULL 12.0
 /* Stream-K only up to this K (slices): with longer K its runs, which start at arbitrary K
  * offsets, stop the tiles that share A rows or B columns from reading them at the same time, and
@@ -217,15 +217,16 @@ void *cvf_cuda_tmap_cache_create(void)
 #define STREAM_K_OVERHEAD 1.25
 
 /* What each piece of a cut tile beyond its first costs, in slices, when `units` units run on
- * `slots` SMs: from PIECE_SLICES_IDLE on an idle GPU up to PIECE_SLICES_FULL once the units fill
- * it, when every SM's finisher exchanges at about the same time. Fitted to 15 shapes measured
- * with every candidate cut forced (H100, bf16, docs/PERF.md 2026-12-06 third session): the
- * former constant 3 cut the ViT-B weight gradients into 4 K parts, 16% slower than whole tiles,
- * while 4 tiles of 256 x 256 x 12608 ran fastest in 7 parts. */
+ * `slots` SMs: PIECE_SLICES_IDLE on an idle GPU, rising with the square of the load to
+ * PIECE_SLICES_FULL once the units fill it, when every SM's finisher exchanges at about the same
+ * time. Fitted to 19 shapes measured with every candidate cut forced (bench/sm90_cuts.sh; H100,
+ * bf16, docs/PERF.md 2026-12-06 third session): the former constant 3 cut the ViT-B weight
+ * gradients into 4 K parts, 16% slower than whole tiles, while products of 4-24 tiles ran
+ * fastest in as many parts as filled half to three quarters of the SMs. */
 static double piece_slices(int64_t units, int64_t slots)
 {
     const double load = units >= slots ? 1.0 : (double)units / (double)slots;
-    return PIECE_SLICES_IDLE + (PIECE_SLICES_FULL - PIECE_SLICES_IDLE) * load;
+    return PIECE_SLICES_IDLE + (PIECE_SLICES_FULL - PIECE_SLICES_IDLE) * load * load;
 }
 
 /* Waves of `units` equal units on sms SMs. */
