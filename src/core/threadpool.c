@@ -1,20 +1,20 @@
 /* Fixed-size thread pool with a shared task counter; see threadpool.h.
  *
  * Hand-off: the caller publishes a job by bumping `generation` (release) and broadcasting under the
- * lock; a worker that has just finished a job first spins on `generation` for up to the pool's
- * spin time before it sleeps on the condition variable, so back-to-back jobs (the pack and compute
- * runs of a GEMM, the steps of an MLP, a loop of calls) start without a futex wake-up each: in a
- * virtual machine a sleeping worker's vCPU halts and wakes slowly (the measurements behind the
- * default spin: DEFAULT_SPIN_US in context.c). Likewise the caller spins on `busy` for up to the
- * same time before sleeping on work_done. A park request (`parked` set, cleared by the next job before it is published) ends
- * the workers' spinning at once, including that of workers which reach their wait only after the
- * request. Only the workers a job uses (index < active) take part in it and report its end; the
- * others just note the generation. The generation word carries the job's active count with it
- * (one atomic read tells a worker both), so a slow non-participant can never mistake itself for a
- * participant of a later job. A sleeper re-checks the generation under the lock, and the caller
- * broadcasts under the lock after bumping it, so no wake-up is lost (nor an end-of-job signal:
- * `busy` reaching zero is signalled under the lock, and the caller checks it under the lock before
- * waiting).
+ * lock; a worker that has just finished a job first spins on `generation` for up to the pool's spin
+ * time before it sleeps on the condition variable, so back-to-back jobs (the pack and compute runs
+ * of a GEMM, the steps of an MLP, a loop of calls) start without a futex wake-up each: in a virtual
+ * machine a sleeping worker's vCPU halts and wakes slowly (the measurements behind the default
+ * spin: DEFAULT_SPIN_US in context.c). Likewise the caller spins on `busy` for up to the same time
+ * before sleeping on work_done. A park request (`parked` set, cleared by the next job before it is
+ * published) ends the workers' spinning at once, including that of workers which reach their wait
+ * only after the request. Only the workers a job uses (index < active) take part in it and report
+ * its end; the others just note the generation. The generation word carries the job's active count
+ * with it (one atomic read tells a worker both), so a slow non-participant can never mistake itself
+ * for a participant of a later job. A sleeper re-checks the generation under the lock, and the
+ * caller broadcasts under the lock after bumping it, so no wake-up is lost (nor an end-of-job
+ * signal: `busy` reaching zero is signalled under the lock, and the caller checks it under the lock
+ * before waiting).
  */
 #include "core/threadpool.h"
 
