@@ -279,7 +279,7 @@ static cut_choice best_cut(int64_t tiles, int64_t k_tiles, int64_t slots, bool b
         const double pieces = ceil((double)k_tiles / run) + 1.0;
         const double t = STREAM_K_OVERHEAD *
                          (run + EPILOGUE_SLICES * (double)tiles / (double)slots +
-                          piece_slices(slots, slots) * (pieces - 1.0));
+                          PIECE_SLICES_FULL * (pieces - 1.0)); /* its units fill the GPU */
         if (t < 0.98 * best.time && t < 0.95 * whole)
             best = cut_choice{CVF_SM90_STREAM_K, slots, 1, t};
     }
