@@ -61,4 +61,4 @@ awk '
                            else if (!(p[1] in best) || mean < best[p[1]]) { best[p[1]] = mean; cut[p[1]] = p[2] } }
           for (s in dflt) if (s in best)
               printf "%-16s default %.4f  fastest forced %.4f (%s)  default / fastest %.3f\n",
-                     s, dflt[s], best[s], cut[s], dflt[s] / best[s] }' "$results" | sort -n
+                     s, dflt[s], best[s], cut[s], dflt[s] / best[s] }' "$results" | sort -t, -k1,1n -k2,2n -k3,3n
