@@ -43,6 +43,9 @@ constexpr int RING = 9;                           /* chunks in shared memory: 3 
 constexpr size_t STREAM_BYTES = (size_t)24 << 20; /* the bulk loads' source (fits L2) */
 constexpr size_t STORE_BYTES = (size_t)512 << 20; /* the bulk stores' target */
 constexpr size_t READ_BYTES = (size_t)1024 << 20; /* the loaders' tensor (read once) */
+/* Where each CTA's bulk streams start, in chunks of its index (so that CTAs do not move in step);
+ * offsets wrap within the buffers, which get one chunk of slack past their ends. */
+constexpr size_t SRC_SPREAD = 7, DST_SPREAD = 64;
 
 struct probe_out {
     unsigned long long *cycles; /* [blocks][LOADERS][SAMPLES] issue-to-use cycles */
@@ -73,7 +76,8 @@ __device__ void bulk_streamer(const unsigned char *src, unsigned char *dst, bool
 {
     unsigned long long n = 0;
     uint32_t phase[RING] = {};
-    size_t src_off = (size_t)blockIdx.x * CHUNK * 7, dst_off = (size_t)blockIdx.x * CHUNK * 64;
+    size_t src_off = blockIdx.x * SRC_SPREAD * CHUNK % STREAM_BYTES,
+           dst_off = blockIdx.x * DST_SPREAD * CHUNK % STORE_BYTES;
     for (int s = 0; !*done; s = (s + 1) % RING) {
         const uint32_t bar = smem_u32(&bars[s]), buf = smem_u32(ring + (size_t)s * CHUNK);
         if (n >= RING) { /* the slot's previous copy has landed */
@@ -178,7 +182,7 @@ __global__ void __launch_bounds__(32 * (1 + LOADERS), 1)
 
 template <int D>
 static int run_mode(int mode, int sms, const uint4 *read, const unsigned char *src, unsigned char *dst, probe_out out,
-                    unsigned long long *h_cycles, unsigned long long *h_bulk)
+                    std::vector<unsigned long long> &h_cycles, std::vector<unsigned long long> &h_bulk)
 {
     const int smem = RING * CHUNK;
     CHECK_CUDA(cudaFuncSetAttribute(probe<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
@@ -194,18 +198,19 @@ static int run_mode(int mode, int sms, const uint4 *read, const unsigned char *s
     CHECK_CUDA(cudaDeviceSynchronize());
     float ms = 0;
     CHECK_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    const size_t n = (size_t)sms * LOADERS * SAMPLES;
-    CHECK_CUDA(cudaMemcpy(h_cycles, out.cycles, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(h_bulk, out.bulk, sms * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-    std::vector<unsigned long long> c(h_cycles, h_cycles + n);
-    std::sort(c.begin(), c.end());
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    const size_t n = h_cycles.size();
+    CHECK_CUDA(cudaMemcpy(h_cycles.data(), out.cycles, n * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(h_bulk.data(), out.bulk, sms * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    std::sort(h_cycles.begin(), h_cycles.end());
     unsigned long long bulk = 0;
     for (int i = 0; i < sms; i++)
         bulk += h_bulk[i];
     const double read_bytes = (double)sms * LOADERS * ITERS * 512;
     static const char *names[] = {"loads alone", "+ bulk loads from L2", "+ bulk loads and stores"};
     printf("D=%d %-26s issue-to-use cycles median %6llu p90 %6llu | loaders %7.1f GB/s | bulk %7.1f GB/s | %.3f ms\n",
-           D, names[mode], c[n / 2], c[n * 9 / 10], read_bytes / ms / 1e6,
+           D, names[mode], h_cycles[n / 2], h_cycles[n * 9 / 10], read_bytes / ms / 1e6,
            (double)bulk * CHUNK * (mode > 1 ? 2 : 1) / ms / 1e6, ms);
     return 0;
 }
@@ -218,8 +223,8 @@ int main()
     unsigned char *src = nullptr, *dst = nullptr;
     probe_out out = {};
     CHECK_CUDA(cudaMalloc(&read, READ_BYTES));
-    CHECK_CUDA(cudaMalloc(&src, STREAM_BYTES + CHUNK * 8 * (size_t)sms));
-    CHECK_CUDA(cudaMalloc(&dst, STORE_BYTES + CHUNK * 64 * (size_t)sms));
+    CHECK_CUDA(cudaMalloc(&src, STREAM_BYTES + CHUNK));
+    CHECK_CUDA(cudaMalloc(&dst, STORE_BYTES + CHUNK));
     CHECK_CUDA(cudaMemset(read, 1, READ_BYTES));
     CHECK_CUDA(cudaMemset(src, 2, STREAM_BYTES));
     const size_t n = (size_t)sms * LOADERS * SAMPLES;
@@ -228,8 +233,8 @@ int main()
     CHECK_CUDA(cudaMalloc(&out.sink, sizeof(unsigned long long)));
     std::vector<unsigned long long> h_cycles(n), h_bulk(sms);
     for (int mode = 0; mode < 3; mode++)
-        if (run_mode<1>(mode, sms, read, src, dst, out, h_cycles.data(), h_bulk.data()) ||
-            run_mode<4>(mode, sms, read, src, dst, out, h_cycles.data(), h_bulk.data()))
+        if (run_mode<1>(mode, sms, read, src, dst, out, h_cycles, h_bulk) ||
+            run_mode<4>(mode, sms, read, src, dst, out, h_cycles, h_bulk))
             return 1;
     return 0;
 }
