@@ -1586,9 +1586,9 @@ __device__ __forceinline__ void consumer(const sm90_params &p, const ring &rg, c
 
 /* aux_in's 8 columns [col, col + 8) of row i (16-byte aligned: aux_in's rows are, in the epilogue warpgroup's kernel)
  * as packed 16-bit values; inside: all of them in the matrix, else those outside read as 0. The
- * whole units bypass L1 (read once; the ring and the handoffs leave L1 ~28 KB): 2-5% off K1 at
- * 16448 x 4096 x 1024 and 16448 x 5120 x 1280, even at ViT-B (docs/PERF.md, 2026-12-06 fourth
- * session, step 5). */
+ * whole units bypass L1 (read once; the ring and the handoffs leave L1 ~28 KB, worked out, not
+ * measured): 2-5% off K1 at 16448 x 4096 x 1024 and 16448 x 5120 x 1280, even at ViT-B
+ * (docs/PERF.md, 2026-12-06 fourth session, step 5). */
 __device__ __forceinline__ uint4 load_aux8(const sm90_params &p, int64_t i, int64_t col, bool inside)
 {
     const unsigned short *e = static_cast<const unsigned short *>(p.aux_in.data) + i * p.aux_in.rs + col;
