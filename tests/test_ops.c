@@ -1448,6 +1448,16 @@ static void test_plan(const contexts *cx)
     CHECK(plan.shape.tokens == S && plan.shape.hidden == H && plan.shape.intermediate == I &&
               plan.shape.dtype == CVF_F16 && plan.device == CVF_DEVICE_CPU && plan.workspace_dtype == CVF_F32,
           "plan: shape/device/workspace not as asked (workspace %s)", cvf_dtype_name(plan.workspace_dtype));
+    /* bf16 tensors keep grad_fc1_output in bf16 where bf16 x bf16 products have their own kernel (AMX;
+     * vdpbf16ps where it pays), so that K2-2 and K2-3 run on it; fp32 elsewhere */
+    cvf_mlp_shape bf16_shape = {S, H, I, CVF_BF16, CVF_GELU_TANH};
+    cvf_mlp_plan bf16_plan;
+    const cvf_cpu_isa isa = cvf_cpu_isa_active();
+    const bool bf16_kernel = isa == CVF_CPU_ISA_AMX || (isa == CVF_CPU_ISA_AVX512_BF16 && cvf_cpu_bf16_dot_pays());
+    if (CHECK(cvf_mlp_backward_plan(cx->cpu[1], &bf16_shape, &bf16_plan) == CVF_STATUS_SUCCESS, "bf16 plan failed"))
+        CHECK(bf16_plan.workspace_dtype == (bf16_kernel ? CVF_BF16 : CVF_F32),
+              "plan: bf16 tensors at level %s: grad_fc1_output %s, expected %s", cvf_cpu_isa_name(isa),
+              cvf_dtype_name(bf16_plan.workspace_dtype), bf16_kernel ? "bf16" : "f32");
     if (!CHECK(plan.kernel_count >= 4 && plan.kernel_count <= CVF_PLAN_MAX_KERNELS, "plan: %d kernels",
                (int)plan.kernel_count))
         return;

@@ -8,12 +8,18 @@ static bool cpu_supports_dtype(cvf_dtype dtype)
     return dtype == CVF_F32 || dtype == CVF_F16 || dtype == CVF_BF16;
 }
 
-/* grad_fc1_output stays fp32, except for bf16 tensors at the AMX level: there it is kept in bf16 (as
- * the CUDA backend and PyTorch keep it) so that the two GEMMs reading it run on the AMX tiles too;
- * an fp32 operand would send them to the AVX-512 fp32 kernel, ~6x slower. */
+/* grad_fc1_output stays fp32, except for bf16 tensors where bf16 x bf16 products have a kernel of
+ * their own (the AMX level; the AVX-512 BF16 level where vdpbf16ps pays, on AMD): there it is kept
+ * in bf16 (as the CUDA backend and PyTorch keep it) so that the two GEMMs reading it run on that
+ * kernel too; an fp32 operand would send them to the fp32 kernel, ~6x slower than AMX and ~1.9x
+ * slower than vdpbf16ps (the whole backward at S = 2048 on a 2-core Zen 4: 144 ms with an fp32
+ * grad_fc1_output, its four GEMMs alone 104.5; docs/PERF.md, 2026-12-06 fifth session). */
 static cvf_dtype cpu_mlp_intermediate_dtype(cvf_dtype storage)
 {
-    return storage == CVF_BF16 && cvf_cpu_isa_active() == CVF_CPU_ISA_AMX ? CVF_BF16 : CVF_F32;
+    if (storage != CVF_BF16)
+        return CVF_F32;
+    const cvf_cpu_isa isa = cvf_cpu_isa_active();
+    return isa == CVF_CPU_ISA_AMX || (isa == CVF_CPU_ISA_AVX512_BF16 && cvf_cpu_bf16_dot_pays()) ? CVF_BF16 : CVF_F32;
 }
 
 const cvf_backend cvf_cpu_backend = {
