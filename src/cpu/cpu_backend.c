@@ -1,6 +1,7 @@
 /* The CPU backend table: fp32 accumulation on the context's thread pool. */
 #include "cpu/cpu.h"
 #include "cpu/isa.h"
+#include "cpu/kernels/kernels.h"
 
 /* The CPU reads and writes f32, f16 and bf16, in any mix; f64 belongs to the reference device. */
 static bool cpu_supports_dtype(cvf_dtype dtype)
@@ -8,18 +9,18 @@ static bool cpu_supports_dtype(cvf_dtype dtype)
     return dtype == CVF_F32 || dtype == CVF_F16 || dtype == CVF_BF16;
 }
 
-/* grad_fc1_output stays fp32, except for bf16 tensors where bf16 x bf16 products have a kernel of
- * their own (the AMX level; the AVX-512 BF16 level where vdpbf16ps pays, on AMD): there it is kept
- * in bf16 (as the CUDA backend and PyTorch keep it) so that the two GEMMs reading it run on that
- * kernel too; an fp32 operand would send them to the fp32 kernel, ~6x slower than AMX and ~1.9x
- * slower than vdpbf16ps (the whole backward at S = 2048 on a 2-core Zen 4: 144 ms with an fp32
- * grad_fc1_output, its four GEMMs alone 104.5; docs/PERF.md, 2026-12-06 fifth session). */
+/* grad_fc1_output stays fp32, except for bf16 tensors where the dispatcher gives bf16 x bf16
+ * products a bf16 kernel (cvf_cpu_kernel_for: AMX; vdpbf16ps where it pays, on AMD): there it is
+ * kept in bf16 (as the CUDA backend and PyTorch keep it) so that the two GEMMs reading it run on
+ * that kernel too; an fp32 operand would send them to the fp32 kernel, ~6x slower than AMX and,
+ * on a 2-core Zen 4, the whole backward at S = 2048 from 104.5 ms (its four GEMMs) to 144
+ * (docs/PERF.md, 2026-12-06 fifth session). */
 static cvf_dtype cpu_mlp_intermediate_dtype(cvf_dtype storage)
 {
     if (storage != CVF_BF16)
         return CVF_F32;
-    const cvf_cpu_isa isa = cvf_cpu_isa_active();
-    return isa == CVF_CPU_ISA_AMX || (isa == CVF_CPU_ISA_AVX512_BF16 && cvf_cpu_bf16_dot_pays()) ? CVF_BF16 : CVF_F32;
+    const cvf_cpu_kernel *kernel = cvf_cpu_kernel_for(cvf_cpu_isa_active(), CVF_BF16, CVF_BF16);
+    return kernel && kernel->format != CVF_CPU_PACK_F32 ? CVF_BF16 : CVF_F32;
 }
 
 const cvf_backend cvf_cpu_backend = {
