@@ -9,8 +9,8 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks reshape spin sbs small_s"  groups to leave out
-#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape and spin groups; of the sbs group
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin sbs small_s"  groups to leave out
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2 and spin groups; of the sbs group
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
@@ -231,6 +231,33 @@ if ! skip reshape; then
         done
     else
         echo "SKIP reshape: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
+    fi
+fi
+
+# ---- issue 15: 2-D splits whose tasks keep their share of B in L2 (PERF.md, 2026-12-06 seventh
+# session, the next step): at many threads, each GEMM of the bf16 MLP backward (AMX) under the
+# default split and forced blocks x chunks (CVF_CPU_BLOCKS=0,MC,0,CHUNKS), alternated over
+# BLOCK_ROUNDS rounds. The default gives 2048 rows 32 blocks of 64 rows, each task reading all of B
+# (packed by the other threads) for 2 kernel calls per B micro-panel; the forced splits give each
+# task 0.4-1.5 MB of A and 0.6-2.4 MB of B (a 2 MB L2). mlp_steps prints each step's median, min and
+# quartiles: on this host compare minima and quartiles as well as medians. ----
+if ! skip amx_l2; then
+    if build_mlp_steps; then
+        for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+            # each: the step (cpu_mlp_steps' index), then its forced splits as MC,CHUNKS
+            for split in "0 512,4 256,2 1024,8" "1 384,8 768,16" "2 384,2 768,4" "3 256,2 512,4"; do
+                set -- $split
+                step=$1; shift
+                for v in default "$@"; do
+                    forced= # the environment assignment of a forced split (none for the default)
+                    [ "$v" = default ] || forced=CVF_CPU_BLOCKS=0,${v%,*},0,${v#*,}
+                    printf 'round %s step %s %-26s ' "$round" "$step" "${forced:-default}"
+                    env $forced "$BUILD/mlp_steps" 25 "$step" full bf16 "$MANY" $S15 | head -1
+                done
+            done 2>&1 | tee -a "$OUT/amx_l2.log"
+        done
+    else
+        echo "SKIP amx_l2: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
     fi
 fi
 
