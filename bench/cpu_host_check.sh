@@ -47,6 +47,24 @@ build_mlp_steps() {
     gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
         -o "$BUILD/mlp_steps" 2> "$OUT/mlp_steps_build.log" && mlp_steps_built=1
 }
+# steps_under_splits ROUND DTYPE REPEAT "STEP MC,CHUNKS ..." ...: each given GEMM of the MLP backward
+# (bench/cpu_mlp_steps.c's step index) at $MANY threads, S = $S15, under the default split and then each
+# forced blocks x chunks (CVF_CPU_BLOCKS=0,MC,0,CHUNKS); one line per run: round, step, split, the
+# step's median, min and quartiles. After build_mlp_steps.
+steps_under_splits() {
+    local round=$1 dtype=$2 repeat=$3 split step v forced
+    shift 3
+    for split in "$@"; do
+        set -- $split
+        step=$1; shift
+        for v in default "$@"; do
+            forced= # the environment assignment of a forced split (none for the default)
+            [ "$v" = default ] || forced=CVF_CPU_BLOCKS=0,${v%,*},0,${v#*,}
+            printf 'round %s step %s %-29s ' "$round" "$step" "${forced:-default}"
+            env $forced "$BUILD/mlp_steps" "$repeat" "$step" full "$dtype" "$MANY" $S15 | head -1
+        done
+    done
+}
 # rows NAME GROUP ISA [EXTRA]: appends $OUT/rows/NAME.jsonl to cpu.jsonl, each row tagged with its
 # group and level, plus EXTRA (JSON members: ,"impl":"cvfuse" for bench's rows; torch's carry theirs).
 rows() {
@@ -212,18 +230,9 @@ fi
 if ! skip reshape; then
     if build_mlp_steps; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
-            # each: the step (cpu_mlp_steps' index), then the MC of its 16 x 1, 8 x 2, 4 x 4 (, 2 x 8) splits
-            for split in "0 132 264 516" "1 48 96 192 384" "2 192 384 768" "3 132 264 516"; do
-                set -- $split
-                step=$1; shift
-                chunks=1
-                for mc in default "$@"; do
-                    forced= # the environment assignment of a forced split (none for the default)
-                    [ "$mc" = default ] || { forced=CVF_CPU_BLOCKS=0,$mc,0,$chunks; chunks=$((chunks * 2)); }
-                    printf 'round %s step %s %-29s ' "$round" "$step" "${forced:-default}"
-                    env $forced "$BUILD/mlp_steps" 10 "$step" full f32 "$MANY" $S15 | head -1
-                done
-            done 2>&1 | tee -a "$OUT/reshape.log"
+            # each: the step, then its 16 x 1, 8 x 2, 4 x 4 (, 2 x 8) splits as MC,CHUNKS
+            steps_under_splits "$round" f32 10 "0 132,1 264,2 516,4" "1 48,1 96,2 192,4 384,8" \
+                "2 192,1 384,2 768,4" "3 132,1 264,2 516,4" 2>&1 | tee -a "$OUT/reshape.log"
             for v in default 0,132,0,1 0,264,0,2 0,516,0,4; do
                 bench_blocks "$v" "reshape_r${round}_gemm_${v//,/_}" "reshape:$v" "$MANY" --op gemm --dtype f32 \
                     --m 2048 --n 2048 --k 2048 --repeat 10 --warmup 2
@@ -239,22 +248,14 @@ fi
 # default split and forced blocks x chunks (CVF_CPU_BLOCKS=0,MC,0,CHUNKS), alternated over
 # BLOCK_ROUNDS rounds. The default gives 2048 rows 32 blocks of 64 rows, each task reading all of B
 # (packed by the other threads) for 2 kernel calls per B micro-panel; the forced splits give each
-# task 0.4-1.5 MB of A and 0.6-2.4 MB of B (a 2 MB L2). mlp_steps prints each step's median, min and
-# quartiles: on this host compare minima and quartiles as well as medians. ----
+# task 0.4-3 MB of A and 0.6-2.4 MB of B a pass (a 2 MB L2). mlp_steps prints each step's median,
+# min and quartiles: on this host compare minima and quartiles as well as medians. ----
 if ! skip amx_l2; then
     if build_mlp_steps; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
-            # each: the step (cpu_mlp_steps' index), then its forced splits as MC,CHUNKS
-            for split in "0 512,4 256,2 1024,8" "1 384,8 768,16" "2 384,2 768,4" "3 256,2 512,4"; do
-                set -- $split
-                step=$1; shift
-                for v in default "$@"; do
-                    forced= # the environment assignment of a forced split (none for the default)
-                    [ "$v" = default ] || forced=CVF_CPU_BLOCKS=0,${v%,*},0,${v#*,}
-                    printf 'round %s step %s %-26s ' "$round" "$step" "${forced:-default}"
-                    env $forced "$BUILD/mlp_steps" 25 "$step" full bf16 "$MANY" $S15 | head -1
-                done
-            done 2>&1 | tee -a "$OUT/amx_l2.log"
+            # each: the step, then its forced splits as MC,CHUNKS
+            steps_under_splits "$round" bf16 25 "0 512,4 256,2 1024,8" "1 384,8 768,16" "2 384,2 768,4" \
+                "3 256,2 512,4" 2>&1 | tee -a "$OUT/amx_l2.log"
         done
     else
         echo "SKIP amx_l2: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
