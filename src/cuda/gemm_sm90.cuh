@@ -110,7 +110,8 @@ struct sm90_params {
      *   CVF_SM90_WHOLE_TILES: unit u is tile u (of the grouped order), all its K-slices.
      *   CVF_SM90_STREAM_K: the slices tile after tile (each tile's in K order) cut into `units` runs of
      *     equal length (unit u: [u iters / units, (u + 1) iters / units), iters x units < 2^32):
-     *     a unit may hold the end of one tile, whole tiles and the start of another.
+     *     a unit may hold the end of one tile, whole tiles and the start of another, and walks them
+     *     last first (first_segment).
      *   CVF_SM90_SPLIT_K: unit u is K part u / tiles (of `splits` equal parts) of tile u % tiles: the
      *     tiles' first parts are handed out first, so that the tiles that share A rows or B
      *     columns read the same K range at the same time (L2 reuse, unlike stream-K's runs).
@@ -384,13 +385,18 @@ __device__ __forceinline__ int32_t unit_of_slice(const sm90_params &p, uint32_t 
     return (int32_t)(((i + 1) * (uint32_t)p.units - 1) / (uint32_t)p.iters);
 }
 
-/* Where a unit's walk over its segments stands: the next K-slice and the unit's end. */
+/* Where a unit's walk over its segments stands (stream-K; zeros otherwise): the first K-slice of the
+ * segment just taken and the unit's first slice, where the walk down ends. */
 struct unit_cursor {
     uint32_t next, end;
 };
 
 /* The first segment of unit u, and the cursor after it: the whole tile u, its K part, or
- * (stream-K) the piece of the tile that holds the unit's first slice. */
+ * (stream-K) the unit's last piece: a stream-K unit walks its segments last first, so that it
+ * starts at K = 0 of the tile it ends in (or, inside one tile, at its own offset) and ends with the
+ * tail of the tile it starts in. Every unit then moves up K at the same pace, and at any time the
+ * running units read their operands within a window of k_tiles - run slices (run: iters / units)
+ * rather than anywhere in K: with long K the tiles that share A rows or B columns still meet in L2. */
 __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u, unit_cursor *c)
 {
     segment g;
@@ -406,28 +412,29 @@ __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u
         g.kt1 = (part + 1) * p.k_tiles / p.splits;
         c->next = c->end = 0;
     } else {
-        const uint32_t begin = unit_begin(p, u);
-        c->end = unit_begin(p, u + 1);
-        g.tile = (int32_t)(begin / (uint32_t)p.k_tiles);
-        g.kt0 = (int32_t)(begin - (uint32_t)g.tile * (uint32_t)p.k_tiles);
-        const uint32_t left = c->end - begin;
-        g.kt1 = left < (uint32_t)(p.k_tiles - g.kt0) ? g.kt0 + (int32_t)left : p.k_tiles;
-        c->next = begin + (uint32_t)(g.kt1 - g.kt0);
+        const uint32_t begin = unit_begin(p, u), end = unit_begin(p, u + 1);
+        g.tile = (int32_t)((end - 1) / (uint32_t)p.k_tiles);
+        const uint32_t start = (uint32_t)g.tile * (uint32_t)p.k_tiles;
+        g.kt0 = begin > start ? (int32_t)(begin - start) : 0;
+        g.kt1 = (int32_t)(end - start);
+        c->next = start + (uint32_t)g.kt0; /* the walk goes down to the unit's first slice */
+        c->end = begin;
     }
     tile_at(p, g.tile, &g.tm, &g.tn);
     return g;
 }
 
-/* The segment after g in its unit (the next tile from its start), or false at the unit's end. */
+/* The segment after g in its unit (stream-K: the tile before, down to the unit's first slice), or
+ * false at the unit's end. */
 __device__ __forceinline__ bool next_segment(const sm90_params &p, unit_cursor *c, segment *g)
 {
-    if (c->next >= c->end)
+    if (c->next <= c->end)
         return false;
-    const uint32_t left = c->end - c->next;
-    g->tile += 1;
-    g->kt0 = 0;
-    g->kt1 = left < (uint32_t)p.k_tiles ? (int32_t)left : p.k_tiles;
-    c->next += (uint32_t)g->kt1;
+    g->tile -= 1;
+    const uint32_t start = (uint32_t)g->tile * (uint32_t)p.k_tiles;
+    g->kt0 = c->end > start ? (int32_t)(c->end - start) : 0;
+    g->kt1 = p.k_tiles;
+    c->next = start + (uint32_t)g->kt0;
     tile_at(p, g->tile, &g->tm, &g->tn);
     return true;
 }
