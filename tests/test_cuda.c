@@ -1828,10 +1828,10 @@ static void check_schedule_shape(const char *label, const cvf_sm90_schedule *s, 
     }
 }
 
-/* Section: the schedule's rules on many shapes (as above, beside and alone), the choices measured
+/* The schedule's rules on many shapes (as above, beside and alone), the choices measured
  * on the H200 (docs/PERF.md issue 12 part 2), so that a change of the model that undoes one fails
  * here, and the variables that force it (tests and experiments). */
-static void test_schedule(void)
+static void test_schedule_rules(void)
 {
     const int32_t h200 = 132;
     static const int64_t shapes[][3] = {
@@ -1899,8 +1899,41 @@ static void test_schedule(void)
     CHECK(pk.mode == CVF_SM90_SPLIT_K && pk.cluster == 2 && pk.splits == 3 && pk.units == 2 * 3 * 3,
           "CVF_CUDA_SPLITK=k3 with CVF_CUDA_CLUSTER=2: mode %d, cluster %d, %d parts, %lld units", (int)pk.mode,
           pk.cluster, pk.splits, (long long)pk.units);
-    unsetenv("CVF_CUDA_SPLITK");
     unsetenv("CVF_CUDA_CLUSTER");
+    /* stream-K forced where there is not a second slice to share: whole tiles (at K = 0 the
+     * schedule divided by its zero units: SIGFPE in test_cuda run under CVF_CUDA_SPLITK=7) */
+    setenv("CVF_CUDA_SPLITK", "7", 1);
+    static const int64_t no_second_slice[][3] = {{296, 520, 0}, {1, 1, 0}, {1, 1, 1}, {100, 200, 64}};
+    for (size_t i = 0; i < ARRAY_SIZE(no_second_slice); i++) {
+        const int64_t m = no_second_slice[i][0], n = no_second_slice[i][1], k = no_second_slice[i][2];
+        const cvf_sm90_schedule s = cvf_cuda_sm90_schedule(h200, m, n, k, false);
+        CHECK(s.mode == CVF_SM90_WHOLE_TILES && s.units == s.tiles,
+              "CVF_CUDA_SPLITK=7 at %lldx%lldx%lld: mode %d, %lld units (%lld tiles)", (long long)m, (long long)n,
+              (long long)k, (int)s.mode, (long long)s.units, (long long)s.tiles);
+    }
+    unsetenv("CVF_CUDA_SPLITK");
+}
+
+/* Section: test_schedule_rules under no forcing of its own: the variables that force the schedule
+ * are set aside while it runs and given back after, so that the rest of test_cuda runs under
+ * whatever forcing it was started with (test_cuda whole under CVF_CUDA_SPLITK=7, say). */
+static void test_schedule(void)
+{
+    static const char *const forcing[] = {"CVF_CUDA_SPLITK", "CVF_CUDA_TILE_N", "CVF_CUDA_CLUSTER"};
+    char *saved[ARRAY_SIZE(forcing)];
+    for (size_t i = 0; i < ARRAY_SIZE(forcing); i++) {
+        const char *v = getenv(forcing[i]);
+        saved[i] = v ? strdup(v) : NULL;
+        unsetenv(forcing[i]);
+    }
+    test_schedule_rules();
+    for (size_t i = 0; i < ARRAY_SIZE(forcing); i++) {
+        if (saved[i])
+            setenv(forcing[i], saved[i], 1);
+        else
+            unsetenv(forcing[i]);
+        free(saved[i]);
+    }
 }
 
 /* test_cuda --host-check: the MLP section with the CPU backend standing in for the GPU (no CUDA

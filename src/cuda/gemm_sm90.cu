@@ -311,7 +311,8 @@ static schedule_forcing read_forcing(void)
 }
 
 /* The cut CVF_CUDA_SPLITK (force, not NULL) asks for: "1" whole tiles, "kN" N K parts, "N" N
- * stream-K units (only where stream_k); a value it cannot take leaves whole tiles. */
+ * stream-K units (only where stream_k, and where there are 2 slices or more to share: at K = 0 the
+ * schedule divided by zero units); a value it cannot take leaves whole tiles. */
 static cut_choice forced_cut(const char *force, int64_t tiles, int64_t k_tiles, bool stream_k)
 {
     cut_choice c;
@@ -325,7 +326,7 @@ static cut_choice forced_cut(const char *force, int64_t tiles, int64_t k_tiles, 
     const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
     if (parts && tiles <= CVF_CUDA_MAX_UNITS / 2 && v <= k_tiles && tiles * v <= INT32_MAX / 4)
         c = cut_choice{CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
-    else if (!parts && stream_k && iters * v < (INT64_C(1) << 32))
+    else if (!parts && stream_k && cap >= 2 && iters * v < (INT64_C(1) << 32))
         c = cut_choice{CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
     return c;
 }
