@@ -276,8 +276,8 @@ static int64_t busiest_traffic(int64_t panels, int64_t columns, int64_t mr, int6
     return ceil_div(blocks * chunks, threads) * (ceil_div(panels, blocks) * mr + ceil_div(columns, chunks) * nr);
 }
 
-/* Few panels (40-256 rows): among the splits of up to `threads` blocks (of at most mc_max rows,
- * what this machine's L2 allows) by 1-8 chunks, none has a busiest thread with fewer tiles, nor as
+/* Few panels (40-256 rows): among the splits of up to `threads` blocks (of at most balance_mc rows,
+ * what this machine's L2 allows the kernel) by 1-8 chunks, none has a busiest thread with fewer tiles, nor as
  * many tiles and less A and B to move (256 rows on 16 threads of the AMX kernel: 2 blocks x 8
  * chunks, each task reading an eighth of B, where 8 x 2 read half of it). */
 static void check_balance_traffic(cvf_context *const *pools)
@@ -298,7 +298,8 @@ static void check_balance_traffic(cvf_context *const *pools)
                     busiest_traffic(panels, columns, info.mr, info.nr, info.ic_blocks, info.jr_chunks, threads);
                 for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
                     for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
-                        if (ceil_div(panels, blocks) * info.mr > info.mc_max || (even && blocks * chunks > threads))
+                        if (ceil_div(panels, blocks) * info.mr > info.balance_mc ||
+                            (even && blocks * chunks > threads))
                             continue; /* a block taller than the L2 allows, or a second round: not a candidate */
                         int64_t alt_cost =
                             ceil_div(panels, blocks) * ceil_div(columns, chunks) * ceil_div(blocks * chunks, threads);
@@ -348,6 +349,18 @@ static void check_amx_blocks(cvf_context *const *pools)
                   (long long)info.mc, (long long)want);
         }
     }
+    /* K2-1 of the MLP backward at S = 2048 (24 panels, KC 2048) on 16 threads: where the kernel's
+     * share of L2 holds a block of 384 rows, 2 blocks x 8 chunks (768 rows and columns a task) rather
+     * than the 4 x 4 (960) that half of a 2 MB L2 allowed (PERF.md, 2026-12-06 eighth session) */
+    cvf_cpu_plan_info k21 = plan_of(pools[POOLS - 1], 768, 3072, 2048, CVF_BF16, false);
+    if (k21.threads == 16 && k21.kc == 2048 && k21.balance_mc >= 384)
+        CHECK(k21.ic_blocks == 2 && k21.jr_chunks == 8 && k21.mc == 384,
+              "AMX, 768 x 3072 x 2048 on 16 threads: %lld blocks x %lld chunks of %lld rows (balance_mc %lld; want 2 "
+              "x 8 of 384)",
+              (long long)k21.ic_blocks, (long long)k21.jr_chunks, (long long)k21.mc, (long long)k21.balance_mc);
+    else
+        printf("skipped: AMX K2-1 split (%d threads, kc %lld, balance_mc %lld)\n", (int)k21.threads,
+               (long long)k21.kc, (long long)k21.balance_mc);
 }
 
 /* CVF_CPU_BLOCKS="0,MC,0" (ctest's test_plan_forced_mc): only the MC blocks are forced, to at most

@@ -32,6 +32,7 @@ typedef struct cvf_cpu_plan_info {
     int64_t mr, nr;              /* the kernel's tile */
     int64_t kc, mc, nc;          /* block sizes (mc: the largest MC block) */
     int64_t mc_max;              /* the tallest MC block allowed (0: not blocked) */
+    int64_t balance_mc;          /* the tallest one the split of few panels among threads may take */
     int64_t ic_blocks;           /* MC blocks of M */
     int64_t jr_chunks;           /* column chunks of an NC block */
     int64_t splits;              /* K slices (split-K path), else 1 */

@@ -143,6 +143,8 @@ typedef struct gemm_plan {
     int64_t mr, nr, m, n, k;
     int64_t kc, mc, nc;          /* block sizes; kc even for bf16 pairs */
     int64_t mc_max;              /* the tallest MC block the L2 (or a forced MC) allows */
+    int64_t balance_mc;          /* the tallest MC block balance_tiles may choose (the kernel's
+                                  * balance_l2_16ths of L2, else mc_max) */
     int64_t ic_blocks;           /* MC-row blocks of M */
     int64_t jr_chunks;           /* column chunks of one NC block per task (when M alone has too few blocks) */
     int64_t elt;                 /* bytes of one packed element */
@@ -247,7 +249,8 @@ static int64_t busiest_thread(int64_t panels, int64_t columns, int64_t blocks, i
  * threads twice the work of others (AMX, K2-2 of the MLP, M = 768: 24 panels on 16 threads, blocks
  * of 2 and 1 panels; AVX2, 40 x 3072 x 768 on 2 threads: blocks of 4 and 3 panels, 1.21x
  * OpenBLAS's time, one block in 2 chunks 1.07x). Every split of up to `threads` blocks (within
- * the plan's mc_max) by 1 to 8 chunks is costed, the largest task round kept smallest: on 3, 6 or 12 threads
+ * the plan's balance_mc: mc_max, or more of L2 where the kernel asks for it, as the AMX kernel
+ * does, dispatch.c) by 1 to 8 chunks is costed, the largest task round kept smallest: on 3, 6 or 12 threads
  * the best split is in 3 or 6 chunks (7 panels on 3 threads: one block in 3 chunks, an even share,
  * where blocks of 3, 2 and 2 panels give one thread 9/7 of it; test_plan). Among splits of the same
  * cost, the one whose busiest thread moves the least: each of its tasks packs its block's rows of
@@ -279,7 +282,7 @@ static void balance_tiles(gemm_plan *plan, int64_t threads)
     int64_t best_traffic = busiest_traffic(plan, panels, columns, plan->ic_blocks, plan->jr_chunks, threads);
     for (int64_t chunks = 1; chunks <= 8 && chunks <= columns; chunks++) {
         for (int64_t blocks = 1; blocks <= threads && blocks <= panels; blocks++) {
-            if (ceil_div(panels, blocks) * plan->mr > plan->mc_max || (even && blocks * chunks > threads))
+            if (ceil_div(panels, blocks) * plan->mr > plan->balance_mc || (even && blocks * chunks > threads))
                 continue;
             int64_t cost = busiest_thread(panels, columns, blocks, chunks, threads);
             int64_t traffic = busiest_traffic(plan, panels, columns, blocks, chunks, threads);
@@ -361,6 +364,10 @@ static void choose_blocks(gemm_plan *plan, const cpu_config *cfg, int32_t pool_t
     int64_t mc_max = forced_mc > 0 ? forced_mc : caches->l2 / 2 / (plan->kc * plan->elt);
     mc_max = max64(plan->mr, mc_max / plan->mr * plan->mr);
     plan->mc_max = mc_max;
+    plan->balance_mc = mc_max;
+    if (forced_mc <= 0 && plan->kernel->balance_l2_16ths > 0)
+        plan->balance_mc = max64(mc_max, caches->l2 * plan->kernel->balance_l2_16ths / 16 / (plan->kc * plan->elt) /
+                                             plan->mr * plan->mr);
     int64_t blocks = ceil_div(max64(plan->m, 1), mc_max);
     int64_t threads = pool_threads;
     /* a few blocks per thread, so that a thread slowed by other work on its core does not hold up
@@ -1886,6 +1893,7 @@ cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix
         .kc = plan.kc,
         .mc = plan.mc,
         .mc_max = plan.mc_max,
+        .balance_mc = plan.balance_mc,
         .nc = plan.nc,
         .ic_blocks = plan.ic_blocks,
         .jr_chunks = plan.jr_chunks,

@@ -88,6 +88,11 @@ static const cvf_cpu_kernel bf16_amx = {
      * 8.19 / 4.61 / 5.13 (PERF.md, 2026-12-05 fourth session). */
     .min_block_panels = 2,
     .blocks_per_thread = 2,
+    /* K2-1 of the MLP backward (768 x 3072 x 2048, 24 panels on the 16-core host, KC 2048): 2 blocks
+     * of 384 rows (1.5 MB of A) x 8 chunks ran in 2.48 / 2.26 ms where the 4 x 4 that half of L2
+     * allowed took 3.14 / 2.48: each task reads half as much of B for twice the A, 768 rows and
+     * columns to move where 4 x 4 moves 960 (PERF.md, 2026-12-06 eighth session) */
+    .balance_l2_16ths = 12,
     .begin = cvf_cpu_kernel_bf16_amx_begin,
     .end = cvf_cpu_kernel_bf16_amx_end,
 };

@@ -153,6 +153,9 @@ typedef struct cvf_cpu_kernel {
     int32_t min_block_panels;                    /* the fewest MR panels of an MC block when M is cut for the
                                                   * threads (0: 16, and at least 192 rows; gemm.c) */
     int32_t blocks_per_thread;                   /* MC blocks per thread aimed for then (0: 4) */
+    int32_t balance_l2_16ths;                    /* the share of L2, in 16ths, that a packed A block may
+                                                  * fill when few panels are split among the threads
+                                                  * (0: half, as mc_max; gemm.c, balance_tiles) */
     void (*begin)(void);                         /* prepares this thread's state for run (see above), or NULL */
     void (*end)(void);                           /* releases it, or NULL */
 } cvf_cpu_kernel;
