@@ -249,7 +249,8 @@ fi
 # BLOCK_ROUNDS rounds. The default gives 2048 rows 32 blocks of 64 rows, each task reading all of B
 # (packed by the other threads) for 2 kernel calls per B micro-panel; the forced splits give each
 # task 0.4-3 MB of A and 0.6-2.4 MB of B a pass (a 2 MB L2). mlp_steps prints each step's median,
-# min and quartiles: on this host compare minima and quartiles as well as medians. ----
+# min and quartiles: on this host compare minima and quartiles as well as medians. Since the eighth
+# session (PERF.md) K2-1's default is the 384,8 split, so its pair there checks the plan. ----
 if ! skip amx_l2; then
     if build_mlp_steps; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
