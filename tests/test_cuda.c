@@ -1526,6 +1526,41 @@ static void test_mlp_plan(void)
     check_plan(fast_ctx, "cuda", 197, 768, 3072, CVF_F32, false);
 }
 
+/* The variables that force the Hopper kernel's schedule, and their values when a test that sets
+ * its own set them aside (NULL: unset), so that it gives them back after: test_cuda run whole
+ * under a forcing (CVF_CUDA_SPLITK=7, say) keeps it in the sections after that test. */
+#define SCHEDULE_FORCING_COUNT 3
+static const char *const schedule_forcing[SCHEDULE_FORCING_COUNT] = {"CVF_CUDA_SPLITK", "CVF_CUDA_TILE_N",
+                                                                     "CVF_CUDA_CLUSTER"};
+typedef struct forcing_saved {
+    char *value[SCHEDULE_FORCING_COUNT];
+} forcing_saved;
+
+/* Copies the forcing variables' values and unsets them. */
+static forcing_saved forcing_set_aside(void)
+{
+    forcing_saved saved;
+    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++) {
+        const char *v = getenv(schedule_forcing[i]);
+        saved.value[i] = v ? strdup(v) : NULL;
+        unsetenv(schedule_forcing[i]);
+    }
+    return saved;
+}
+
+/* Gives the forcing variables back the values forcing_set_aside found (unset where there were none). */
+static void forcing_restore(forcing_saved *saved)
+{
+    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++) {
+        if (saved->value[i])
+            setenv(schedule_forcing[i], saved->value[i], 1);
+        else
+            unsetenv(schedule_forcing[i]);
+        free(saved->value[i]);
+        saved->value[i] = NULL;
+    }
+}
+
 /* Runs case c on the context of our kernels under CVF_CUDA_SPLITK=split (N: stream-K over N units;
  * kN: N K parts per tile; 1: whole tiles), CVF_CUDA_CLUSTER=cluster ("1": single CTAs, "2":
  * pairs sharing B by multicast) and CVF_CUDA_TILE_N=width, checks it against the reference, and
@@ -1538,6 +1573,7 @@ static bool run_forced_case(const support_matmul_case *c, const char *split, con
                             bool want_whole, bool want_lean)
 {
     bool beside_ran = false;
+    forcing_saved saved = forcing_set_aside();
     setenv("CVF_CUDA_SPLITK", split, 1);
     setenv("CVF_CUDA_CLUSTER", cluster, 1);
     char width_text[8];
@@ -1601,9 +1637,7 @@ static bool run_forced_case(const support_matmul_case *c, const char *split, con
     if (g)
         gpu_teardown(g);
     free(g);
-    unsetenv("CVF_CUDA_SPLITK");
-    unsetenv("CVF_CUDA_CLUSTER");
-    unsetenv("CVF_CUDA_TILE_N");
+    forcing_restore(&saved);
     return beside_ran;
 }
 
@@ -1914,26 +1948,13 @@ static void test_schedule_rules(void)
     unsetenv("CVF_CUDA_SPLITK");
 }
 
-/* Section: test_schedule_rules under no forcing of its own: the variables that force the schedule
- * are set aside while it runs and given back after, so that the rest of test_cuda runs under
- * whatever forcing it was started with (test_cuda whole under CVF_CUDA_SPLITK=7, say). */
+/* Section: test_schedule_rules with the forcing test_cuda was started under set aside, and given
+ * back after (forcing_set_aside). */
 static void test_schedule(void)
 {
-    static const char *const forcing[] = {"CVF_CUDA_SPLITK", "CVF_CUDA_TILE_N", "CVF_CUDA_CLUSTER"};
-    char *saved[ARRAY_SIZE(forcing)];
-    for (size_t i = 0; i < ARRAY_SIZE(forcing); i++) {
-        const char *v = getenv(forcing[i]);
-        saved[i] = v ? strdup(v) : NULL;
-        unsetenv(forcing[i]);
-    }
+    forcing_saved saved = forcing_set_aside();
     test_schedule_rules();
-    for (size_t i = 0; i < ARRAY_SIZE(forcing); i++) {
-        if (saved[i])
-            setenv(forcing[i], saved[i], 1);
-        else
-            unsetenv(forcing[i]);
-        free(saved[i]);
-    }
+    forcing_restore(&saved);
 }
 
 /* test_cuda --host-check: the MLP section with the CPU backend standing in for the GPU (no CUDA

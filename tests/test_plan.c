@@ -350,17 +350,18 @@ static void check_amx_blocks(cvf_context *const *pools)
         }
     }
     /* K2-1 of the MLP backward at S = 2048 (24 panels, KC 2048) on 16 threads: where the kernel's
-     * share of L2 holds a block of 384 rows, 2 blocks x 8 chunks (768 rows and columns a task) rather
+     * share of L2 holds a block of 384 rows and B's 3072 columns are one NC block (the split
+     * depends on the L3 through NC: 45 MB would make 8 x 2 cheapest), 2 blocks x 8 chunks (768 rows and columns a task) rather
      * than the 4 x 4 (960) that half of a 2 MB L2 allowed (PERF.md, 2026-12-06 eighth session) */
     cvf_cpu_plan_info k21 = plan_of(pools[POOLS - 1], 768, 3072, 2048, CVF_BF16, false);
-    if (k21.threads == 16 && k21.kc == 2048 && k21.balance_mc >= 384)
+    if (k21.threads == 16 && k21.kc == 2048 && k21.balance_mc >= 384 && k21.nc == 3072) /* B in one NC block */
         CHECK(k21.ic_blocks == 2 && k21.jr_chunks == 8 && k21.mc == 384,
               "AMX, 768 x 3072 x 2048 on 16 threads: %lld blocks x %lld chunks of %lld rows (balance_mc %lld; want 2 "
               "x 8 of 384)",
               (long long)k21.ic_blocks, (long long)k21.jr_chunks, (long long)k21.mc, (long long)k21.balance_mc);
     else
-        printf("skipped: AMX K2-1 split (%d threads, kc %lld, balance_mc %lld)\n", (int)k21.threads,
-               (long long)k21.kc, (long long)k21.balance_mc);
+        printf("skipped: AMX K2-1 split (%d threads, kc %lld, balance_mc %lld, nc %lld)\n", (int)k21.threads,
+               (long long)k21.kc, (long long)k21.balance_mc, (long long)k21.nc);
 }
 
 /* CVF_CPU_BLOCKS="0,MC,0" (ctest's test_plan_forced_mc): only the MC blocks are forced, to at most

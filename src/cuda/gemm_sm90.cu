@@ -326,8 +326,11 @@ static cut_choice forced_cut(const char *force, int64_t tiles, int64_t k_tiles, 
     const int64_t cap = iters < CVF_CUDA_MAX_UNITS ? iters : CVF_CUDA_MAX_UNITS;
     if (parts && tiles <= CVF_CUDA_MAX_UNITS / 2 && v <= k_tiles && tiles * v <= INT32_MAX / 4)
         c = cut_choice{CVF_SM90_SPLIT_K, tiles * v, (int)v, 0.0};
-    else if (!parts && stream_k && cap >= 2 && iters * v < (INT64_C(1) << 32))
-        c = cut_choice{CVF_SM90_STREAM_K, v < cap ? (int64_t)v : cap, 1, 0.0};
+    else if (!parts && stream_k && cap >= 2) {
+        const int64_t units = v < cap ? (int64_t)v : cap; /* iters x units in 32 bits (the kernel's) */
+        if (iters * units < (INT64_C(1) << 32))
+            c = cut_choice{CVF_SM90_STREAM_K, units, 1, 0.0};
+    }
     return c;
 }
 
