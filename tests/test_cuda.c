@@ -1945,11 +1945,10 @@ static void test_schedule_rules(void)
               "CVF_CUDA_SPLITK=7 at %lldx%lldx%lld: mode %d, %lld units (%lld tiles)", (long long)m, (long long)n,
               (long long)k, (int)s.mode, (long long)s.units, (long long)s.tiles);
     }
-    unsetenv("CVF_CUDA_SPLITK");
 }
 
 /* Section: test_schedule_rules with the forcing test_cuda was started under set aside, and given
- * back after (forcing_set_aside). */
+ * back after (forcing_set_aside; forcing_restore also clears what the rules left set). */
 static void test_schedule(void)
 {
     forcing_saved saved = forcing_set_aside();

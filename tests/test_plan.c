@@ -350,9 +350,9 @@ static void check_amx_blocks(cvf_context *const *pools)
         }
     }
     /* K2-1 of the MLP backward at S = 2048 (24 panels, KC 2048) on 16 threads: where the kernel's
-     * share of L2 holds a block of 384 rows and B's 3072 columns are one NC block (the split
-     * depends on the L3 through NC: 45 MB would make 8 x 2 cheapest), 2 blocks x 8 chunks (768 rows and columns a task) rather
-     * than the 4 x 4 (960) that half of a 2 MB L2 allowed (PERF.md, 2026-12-06 eighth session) */
+     * share of L2 holds a block of 384 rows and B's 3072 columns are one NC block (through NC the
+     * split depends on the L3 too), 2 blocks x 8 chunks (768 rows and columns a task) rather than
+     * the 4 x 4 (960) that half of a 2 MB L2 allowed (PERF.md, 2026-12-06 eighth session) */
     cvf_cpu_plan_info k21 = plan_of(pools[POOLS - 1], 768, 3072, 2048, CVF_BF16, false);
     if (k21.threads == 16 && k21.kc == 2048 && k21.balance_mc >= 384 && k21.nc == 3072) /* B in one NC block */
         CHECK(k21.ic_blocks == 2 && k21.jr_chunks == 8 && k21.mc == 384,

@@ -210,7 +210,7 @@ void *cvf_cuda_tmap_cache_create(void)
 /* Stream-K only up to this K (slices). With longer K it lost to whole tiles: first DRAM-bound,
  * its runs starting at arbitrary K offsets (H200: 768 x 3072 x 12608 0.123 -> 0.147 ms); with the
  * units walking last first, in step up K, still 1.04-1.26x whole tiles' time at the ViT weight
- * gradients over 132 units (H100, docs/PERF.md 2026-12-06 eighth session). */
+ * gradients over 132 units at 256 wide (1.09-1.54x at 192) (H100, docs/PERF.md 2026-12-06 eighth session). */
 #define STREAM_K_MAX_SLICES 96
 /* Stream-K's modelled time is scaled by this: on the H200 it ran 25% over the model (12608 x 768
  * x 3072 at 256 wide: modelled 124.5 slices, ~81 us; measured 0.103 ms), while whole 192-wide
