@@ -9,8 +9,8 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin sbs small_s"  groups to leave out
-#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2 and spin groups; of the sbs group
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin pairs sbs small_s"  groups to leave out
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin and pairs groups; of the sbs group
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
@@ -292,6 +292,25 @@ if ! skip spin; then
         done 2>&1 | tee "$OUT/spin.log" | grep -E "^round|sum of medians|^torch sum|mlp-backward"
     else
         echo "SKIP spin: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
+    fi
+fi
+
+# ---- issue 15: the backward's independent GEMMs at the same time (bench/cpu_mlp_pairs.c, built here):
+# cvf_mlp_backward, its four GEMMs one after another, and K1 beside K2-1 then K2-2 beside K2-3 on two
+# contexts that share the threads, the ways taking turns in one process; bf16 and f32 at S = 2048,
+# many threads cut in half and 10 + 6 (K1's epilogue is the heavier), BLOCK_ROUNDS rounds ----
+if ! skip pairs; then
+    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c "$BUILD/libcvfuse.a" -lpthread -lm \
+        -o "$BUILD/mlp_pairs" 2> "$OUT/mlp_pairs_build.log"; then
+        for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+            for run in "bf16 $((MANY / 2))" "f32 $((MANY / 2))" "bf16 $((MANY * 5 / 8))" "f32 $((MANY * 5 / 8))"; do
+                set -- $run
+                echo "round $round"
+                timeout 120 "$BUILD/mlp_pairs" 15 "$1" "$MANY" $S15 "$2"
+            done
+        done 2>&1 | tee "$OUT/pairs.log"
+    else
+        echo "SKIP pairs: mlp_pairs did not build"; tail -5 "$OUT/mlp_pairs_build.log"
     fi
 fi
 

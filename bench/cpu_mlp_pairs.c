@@ -1,0 +1,177 @@
+/*
+ * Does the CPU MLP backward gain from running its independent GEMMs at the same time, each on part
+ * of the threads? (issue 15: at 16 threads each step's parallel efficiency is well under one.) The
+ * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in three ways, in one process, on the same
+ * tensors, the ways taking turns call by call:
+ *   library  cvf_mlp_backward on one context of `threads` threads (also K3's column sums)
+ *   serial   K1, K2-1, K2-2, K2-3 one after another on that context
+ *   pairs    K1 beside K2-1, then K2-2 beside K2-3 (both need K1's grad_fc1_output), each pair on
+ *            two contexts of `first` and threads - first threads, the second GEMM of a pair on a
+ *            helper thread
+ * Wall time per whole backward: median, minimum, quartiles of `repeat` calls after one untimed.
+ * Not part of the build:
+ *
+ *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c build/libcvfuse.a -lpthread -lm \
+ *       -o build/mlp_pairs
+ *   build/mlp_pairs [repeat] [bf16|f32] [threads] [S] [first]
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_time.h"
+#include "cvfuse.h"
+
+/* The dtype of the run's tensors. */
+static cvf_dtype run_dtype = CVF_BF16;
+
+/* A rows x cols matrix of run_dtype with small values of both signs (no subnormals), row-major. */
+static cvf_matrix test_matrix(int64_t rows, int64_t cols)
+{
+    void *data = malloc(cvf_dtype_size(run_dtype) * (size_t)(rows * cols));
+    if (!data) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (int64_t i = 0; i < rows * cols; i++) {
+        const float v = (float)(i % 97 - 48) / 64.0f;
+        if (run_dtype == CVF_F32)
+            ((float *)data)[i] = v;
+        else
+            ((uint16_t *)data)[i] = cvf_f32_to_bf16(v);
+    }
+    return cvf_matrix_row_major(data, run_dtype, rows, cols);
+}
+
+/* One GEMM of the backward on a context. */
+typedef struct gemm_call {
+    cvf_context *ctx;
+    const cvf_matrix *a, *b, *c;
+    const cvf_epilogue *ep;
+    cvf_status status;
+} gemm_call;
+
+static void *run_gemm(void *arg)
+{
+    gemm_call *g = arg;
+    g->status = cvf_matmul(g->ctx, g->a, g->b, g->c, g->ep);
+    return NULL;
+}
+
+/* Runs x on this thread and y on a helper thread; returns whether both succeeded. */
+static int run_pair(gemm_call *x, gemm_call *y)
+{
+    pthread_t helper;
+    if (pthread_create(&helper, NULL, run_gemm, y) != 0)
+        return 0;
+    run_gemm(x);
+    pthread_join(helper, NULL);
+    return x->status == CVF_STATUS_SUCCESS && y->status == CVF_STATUS_SUCCESS;
+}
+
+static cvf_context *make_context(int threads)
+{
+    cvf_context_options options = {0};
+    options.device = CVF_DEVICE_CPU;
+    options.threads = threads;
+    cvf_context *ctx = NULL;
+    if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
+        fprintf(stderr, "cvf_context_create: %s\n", cvf_context_create_error());
+        exit(1);
+    }
+    return ctx;
+}
+
+static void report(const char *name, double *t, int repeat)
+{
+    bench_sort(t, repeat);
+    printf("%-8s %8.2f ms  min %8.2f  q1 %8.2f  q3 %8.2f  max %8.2f\n", name, t[repeat / 2] * 1e3, t[0] * 1e3,
+           t[repeat / 4] * 1e3, t[3 * repeat / 4] * 1e3, t[repeat - 1] * 1e3);
+}
+
+int main(int argc, char **argv)
+{
+    const int repeat = argc > 1 ? atoi(argv[1]) : 15;
+    if (argc > 2 && strcmp(argv[2], "f32") == 0)
+        run_dtype = CVF_F32;
+    const int threads = argc > 3 ? atoi(argv[3]) : 16;
+    const int64_t H = 768, I = 3072, S = argc > 4 ? atoll(argv[4]) : 2048;
+    const int first = argc > 5 ? atoi(argv[5]) : threads / 2;
+    if (repeat < 1 || repeat > 200 || threads < 2 || S < 1 || first < 1 || first >= threads) {
+        fprintf(stderr, "usage: %s [repeat 1..200] [bf16|f32] [threads >= 2] [S] [first 1..threads-1]\n", argv[0]);
+        return 2;
+    }
+    cvf_context *whole = make_context(threads), *part_a = make_context(first), *part_b = make_context(threads - first);
+    cvf_matrix grad_output = test_matrix(S, H), hidden = test_matrix(S, H), fc1_weight = test_matrix(I, H);
+    cvf_matrix fc2_weight = test_matrix(H, I), fc1_output = test_matrix(S, I), gelu_output = test_matrix(S, I);
+    cvf_matrix grad_fc1_output = test_matrix(S, I), grad_fc1_weight = test_matrix(I, H);
+    cvf_matrix grad_fc2_weight = test_matrix(H, I), grad_hidden = test_matrix(S, H);
+    float *fc1_bias_grad = malloc(sizeof(float) * (size_t)I), *fc2_bias_grad = malloc(sizeof(float) * (size_t)H);
+    cvf_vector grad_fc1_bias = cvf_vector_dense(fc1_bias_grad, CVF_F32, I);
+    cvf_vector grad_fc2_bias = cvf_vector_dense(fc2_bias_grad, CVF_F32, H);
+    cvf_matrix grad_output_t = cvf_matrix_transpose(grad_output),
+               grad_fc1_output_t = cvf_matrix_transpose(grad_fc1_output);
+    cvf_epilogue k1 = {.activation = CVF_ACTIVATION_DGELU_TANH, .aux_in = &fc1_output, .bias_grad = &grad_fc1_bias};
+    cvf_epilogue none = {0};
+    gemm_call steps[4] = {
+        {NULL, &grad_output, &fc2_weight, &grad_fc1_output, &k1, 0},
+        {NULL, &grad_output_t, &gelu_output, &grad_fc2_weight, &none, 0},
+        {NULL, &grad_fc1_output_t, &hidden, &grad_fc1_weight, &none, 0},
+        {NULL, &grad_fc1_output, &fc1_weight, &grad_hidden, &none, 0},
+    };
+    cvf_mlp_backward_args args = {0};
+    args.grad_output = grad_output;
+    args.hidden_state = hidden;
+    args.fc1_weight = fc1_weight;
+    args.fc2_weight = fc2_weight;
+    args.fc1_output = fc1_output;
+    args.gelu_output = gelu_output;
+    args.grad_hidden_state = grad_hidden;
+    args.grad_fc1_weight = grad_fc1_weight;
+    args.grad_fc1_bias = grad_fc1_bias;
+    args.grad_fc2_weight = grad_fc2_weight;
+    args.grad_fc2_bias = grad_fc2_bias;
+    double *times[3];
+    for (int w = 0; w < 3; w++)
+        times[w] = calloc((size_t)repeat, sizeof(double));
+    for (int r = -1; r < repeat; r++) {
+        for (int i = 0; i < 3; i++) {
+            const int way = (i + (r < 0 ? 0 : r)) % 3; /* each way goes first in turn */
+            const double start = bench_seconds(CLOCK_MONOTONIC);
+            int ok = 1;
+            if (way == 0) {
+                ok = cvf_mlp_backward(whole, &args) == CVF_STATUS_SUCCESS;
+            } else if (way == 1) {
+                for (int s = 0; s < 4 && ok; s++) {
+                    steps[s].ctx = whole;
+                    run_gemm(&steps[s]);
+                    ok = steps[s].status == CVF_STATUS_SUCCESS;
+                }
+            } else {
+                steps[0].ctx = steps[2].ctx = part_a;
+                steps[1].ctx = steps[3].ctx = part_b;
+                ok = run_pair(&steps[0], &steps[1]) && run_pair(&steps[2], &steps[3]);
+            }
+            const double t = bench_seconds(CLOCK_MONOTONIC) - start;
+            if (!ok) {
+                fprintf(stderr, "way %d failed: %s / %s / %s\n", way, cvf_context_last_error(whole),
+                        cvf_context_last_error(part_a), cvf_context_last_error(part_b));
+                return 1;
+            }
+            if (r >= 0)
+                times[way][r] = t;
+        }
+    }
+    printf("%s S=%lld threads %d (pairs on %d + %d)\n", run_dtype == CVF_F32 ? "f32" : "bf16", (long long)S,
+           threads, first, threads - first);
+    report("library", times[0], repeat);
+    report("serial", times[1], repeat);
+    report("pairs", times[2], repeat);
+    cvf_context_destroy(whole);
+    cvf_context_destroy(part_a);
+    cvf_context_destroy(part_b);
+    return 0;
+}
