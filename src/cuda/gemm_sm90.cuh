@@ -386,9 +386,10 @@ __device__ __forceinline__ int32_t unit_of_slice(const sm90_params &p, uint32_t 
 }
 
 /* Where a unit's walk over its segments stands (stream-K; zeros otherwise): the first K-slice of the
- * segment just taken and the unit's first slice, where the walk down ends. */
+ * segment just taken (segment_begin) and the unit's first slice (unit_begin), where the walk down
+ * ends. Slices are counted over all tiles: tile t's K-slice k is t x k_tiles + k. */
 struct unit_cursor {
-    uint32_t next, end;
+    uint32_t segment_begin, unit_begin;
 };
 
 /* The first segment of unit u, and the cursor after it: the whole tile u, its K part, or
@@ -404,21 +405,21 @@ __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u
         g.tile = u;
         g.kt0 = 0;
         g.kt1 = p.k_tiles;
-        c->next = c->end = 0;
+        c->segment_begin = c->unit_begin = 0;
     } else if (p.mode == CVF_SM90_SPLIT_K) {
         const int32_t tiles = p.tiles_v, part = u / tiles;
         g.tile = u - part * tiles;
         g.kt0 = part * p.k_tiles / p.splits;
         g.kt1 = (part + 1) * p.k_tiles / p.splits;
-        c->next = c->end = 0;
+        c->segment_begin = c->unit_begin = 0;
     } else {
         const uint32_t begin = unit_begin(p, u), end = unit_begin(p, u + 1);
         g.tile = (int32_t)((end - 1) / (uint32_t)p.k_tiles);
         const uint32_t start = (uint32_t)g.tile * (uint32_t)p.k_tiles;
         g.kt0 = begin > start ? (int32_t)(begin - start) : 0;
         g.kt1 = (int32_t)(end - start);
-        c->next = start + (uint32_t)g.kt0; /* the walk goes down to the unit's first slice */
-        c->end = begin;
+        c->segment_begin = start + (uint32_t)g.kt0; /* the walk goes down to the unit's first slice */
+        c->unit_begin = begin;
     }
     tile_at(p, g.tile, &g.tm, &g.tn);
     return g;
@@ -428,13 +429,13 @@ __device__ __forceinline__ segment first_segment(const sm90_params &p, int32_t u
  * false at the unit's end. */
 __device__ __forceinline__ bool next_segment(const sm90_params &p, unit_cursor *c, segment *g)
 {
-    if (c->next <= c->end)
+    if (c->segment_begin <= c->unit_begin)
         return false;
     g->tile -= 1;
     const uint32_t start = (uint32_t)g->tile * (uint32_t)p.k_tiles;
-    g->kt0 = c->end > start ? (int32_t)(c->end - start) : 0;
+    g->kt0 = c->unit_begin > start ? (int32_t)(c->unit_begin - start) : 0;
     g->kt1 = p.k_tiles;
-    c->next = start + (uint32_t)g->kt0;
+    c->segment_begin = start + (uint32_t)g->kt0;
     tile_at(p, g->tile, &g->tm, &g->tn);
     return true;
 }
