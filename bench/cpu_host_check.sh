@@ -296,17 +296,19 @@ if ! skip spin; then
 fi
 
 # ---- issue 15: the backward's independent GEMMs at the same time (bench/cpu_mlp_pairs.c, built here):
-# cvf_mlp_backward, its four GEMMs one after another, and K1 beside K2-1 then K2-2 beside K2-3 on two
-# contexts that share the threads, the ways taking turns in one process; bf16 and f32 at S = 2048,
-# many threads cut in half and 10 + 6 (K1's epilogue is the heavier), BLOCK_ROUNDS rounds ----
+# cvf_mlp_backward as it runs by default and on its lanes (CVF_CPU_LANES=1, src/cpu/lanes.c), its four
+# GEMMs one after another, and K1 beside K2-1 then K2-2 beside K2-3 on two contexts that share the
+# threads, the ways taking turns in one process; bf16 and f32 at S = 2048, many threads cut in half
+# and 10 + 6 (K1's epilogue is the heavier), and at S = 256 cut in half, BLOCK_ROUNDS rounds ----
 if ! skip pairs; then
     if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c "$BUILD/libcvfuse.a" -lpthread -lm \
         -o "$BUILD/mlp_pairs" 2> "$OUT/mlp_pairs_build.log"; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
-            for run in "bf16 $((MANY / 2))" "f32 $((MANY / 2))" "bf16 $((MANY * 5 / 8))" "f32 $((MANY * 5 / 8))"; do
+            for run in "bf16 $((MANY / 2)) $S15" "f32 $((MANY / 2)) $S15" "bf16 $((MANY * 5 / 8)) $S15" \
+                "f32 $((MANY * 5 / 8)) $S15" "bf16 $((MANY / 2)) 256" "f32 $((MANY / 2)) 256"; do
                 set -- $run
                 echo "round $round"
-                timeout 120 "$BUILD/mlp_pairs" 15 "$1" "$MANY" $S15 "$2"
+                timeout 120 "$BUILD/mlp_pairs" 15 "$1" "$MANY" "$3" "$2"
             done
         done 2>&1 | tee "$OUT/pairs.log"
     else

@@ -1,9 +1,12 @@
 /*
  * Does the CPU MLP backward gain from running its independent GEMMs at the same time, each on part
  * of the threads? (issue 15: at 16 threads each step's parallel efficiency is well under one.) The
- * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in three ways, in one process, on the same
+ * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in four ways, in one process, on the same
  * tensors, the ways taking turns call by call:
- *   library  cvf_mlp_backward on one context of `threads` threads (also K3's column sums)
+ *   library  cvf_mlp_backward on one context of `threads` threads (also K3's column sums), its steps
+ *            one after another on all the threads (the default)
+ *   lanes    the same under CVF_CPU_LANES=1: the library's own pairs (src/cpu/lanes.c), on lanes
+ *            of threads - threads/2 and threads/2
  *   serial   K1, K2-1, K2-2, K2-3 one after another on that context
  *   pairs    K1 beside K2-1, then K2-2 beside K2-3 (both need K1's grad_fc1_output), each pair on
  *            two contexts of `first` and threads - first threads, the second GEMM of a pair on a
@@ -134,16 +137,21 @@ int main(int argc, char **argv)
     args.grad_fc1_bias = grad_fc1_bias;
     args.grad_fc2_weight = grad_fc2_weight;
     args.grad_fc2_bias = grad_fc2_bias;
-    double *times[3];
-    for (int w = 0; w < 3; w++)
+    enum { WAYS = 4 };
+    double *times[WAYS];
+    for (int w = 0; w < WAYS; w++)
         times[w] = calloc((size_t)repeat, sizeof(double));
     for (int r = -1; r < repeat; r++) {
-        for (int i = 0; i < 3; i++) {
-            const int way = (i + (r < 0 ? 0 : r)) % 3; /* each way goes first in turn */
+        for (int i = 0; i < WAYS; i++) {
+            const int way = (i + (r < 0 ? 0 : r)) % WAYS; /* each way goes first in turn */
             const double start = bench_seconds(CLOCK_MONOTONIC);
             int ok = 1;
             if (way == 0) {
                 ok = cvf_mlp_backward(whole, &args) == CVF_STATUS_SUCCESS;
+            } else if (way == 3) {
+                setenv("CVF_CPU_LANES", "1", 1);
+                ok = cvf_mlp_backward(whole, &args) == CVF_STATUS_SUCCESS;
+                unsetenv("CVF_CPU_LANES");
             } else if (way == 1) {
                 for (int s = 0; s < 4 && ok; s++) {
                     steps[s].ctx = whole;
@@ -170,6 +178,7 @@ int main(int argc, char **argv)
     report("library", times[0], repeat);
     report("serial", times[1], repeat);
     report("pairs", times[2], repeat);
+    report("lanes", times[3], repeat);
     cvf_context_destroy(whole);
     cvf_context_destroy(part_a);
     cvf_context_destroy(part_b);

@@ -3,7 +3,7 @@
  * against the float64 reference device, with outputs poisoned before every call and checked for
  * unwritten elements, writes outside the view, and the per-dtype relative Frobenius tolerance
  * (f32 1e-5, f16 2e-3, bf16 1e-2: the contract, never loosened). Every case runs on CPU contexts
- * of 1 and 2 threads; column sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be
+ * of 1 and 2 threads (the MLP also on 3 threads with its steps on lanes, CVF_CPU_LANES=1); column sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be
  * bit-identical across thread counts and repeated runs.
  *
  * Sections: self-test of the checking tools, known answers, the epilogue x dtype x layout cross
@@ -1218,6 +1218,17 @@ static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
                   cvf_context_last_error(cx->cpu[variant])))
             mlp_check(f, run, t == 0);
     }
+    /* on lanes (CVF_CPU_LANES=1, src/cpu/lanes.c): the backward's independent GEMMs side by side on
+     * 2 + 1 threads, the forward's chain one step after another; the sums bit-identical still */
+    char run[256];
+    snprintf(run, sizeof run, "%s [cpu threads=%d, CVF_CPU_LANES=1]", f->label, (int)cpu_threads[2]);
+    mlp_poison_outputs(f);
+    setenv("CVF_CPU_LANES", "1", 1);
+    status = mlp_call(f, cx->cpu[2], backward, false);
+    unsetenv("CVF_CPU_LANES");
+    if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
+              cvf_context_last_error(cx->cpu[2])))
+        mlp_check(f, run, false);
 }
 
 /* The MLP forward: fc1_output, gelu_output and output against the reference. */

@@ -77,6 +77,13 @@ typedef struct cvf_backend {
      * same time). Optional: NULL runs the steps one after another through matmul / column_sum
      * with one shared scratch. */
     cvf_status (*run_steps)(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
+    /* Whether run_steps may run two steps at the same time on ctx (each then gets scratch of its
+     * own). Optional: NULL means it may, wherever run_steps is set. */
+    bool (*steps_overlap)(const cvf_context *ctx);
+    /* The scratch run_steps needs for one step (it may run a step on part of the context's threads,
+     * which may need more than the whole pool would). Optional: NULL asks matmul_workspace /
+     * column_sum_workspace on ctx. */
+    size_t (*step_workspace)(const cvf_context *ctx, const cvf_mlp_step *step);
     /* Tensor parallelism over NCCL (args.tp.nccl_comm). All three NULL: the backend has no
      * communicator (a tensor-parallel call then runs in partial mode only). */
     /* Checks a caller's communicator without communicating: its size and rank are tp's, its GPU

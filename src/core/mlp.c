@@ -322,6 +322,8 @@ static cvf_status check_backward(cvf_context *ctx, const cvf_mlp_backward_args *
 
 size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
+    if (ctx->backend->step_workspace && ctx->backend->run_steps)
+        return ctx->backend->step_workspace(ctx, step);
     if (step->info.kind == CVF_KERNEL_ALL_REDUCE)
         return 0;
     if (step->info.kind == CVF_KERNEL_REDUCTION)
@@ -386,7 +388,8 @@ static int compose_forward(const void *args, mlp_layout *l)
 /* Sizes the scratch of l's steps after the intermediate; SIZE_OVERFLOW when it cannot be. */
 static cvf_status size_layout(cvf_context *ctx, mlp_layout *l)
 {
-    const bool separate = ctx->backend->run_steps != NULL;
+    const bool separate =
+        ctx->backend->run_steps != NULL && (!ctx->backend->steps_overlap || ctx->backend->steps_overlap(ctx));
     size_t total = l->held, shared = 0;
     for (int i = 0; i < l->count; i++) {
         size_t bytes = cvf_round_up_256(cvf_mlp_step_workspace(ctx, &l->steps[i]));

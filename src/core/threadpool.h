@@ -29,6 +29,9 @@ void cvf_threadpool_destroy(cvf_threadpool *pool);
 /* Returns the number of threads, the caller included. */
 int32_t cvf_threadpool_size(const cvf_threadpool *pool);
 
+/* Returns the spin time the pool was created with (nanoseconds). */
+int64_t cvf_threadpool_spin_ns(const cvf_threadpool *pool);
+
 /* Ends the spinning of the idle workers: they sleep until the next job of two or more threads
  * (which wakes them), those still finishing the last job as soon as they are done. Call between
  * jobs, from the thread that runs them. */

@@ -51,4 +51,12 @@ size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 /* out = column sums of x on validated views, with cvf_cpu_column_sum_workspace bytes of workspace. */
 cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
 
+/* The MLP's lanes (lanes.c): per-context state, the scratch of a step on any lane, and the step
+ * runner that puts independent GEMMs side by side on parts of the threads. */
+cvf_status cvf_cpu_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
+void cvf_cpu_release(cvf_context *ctx);
+bool cvf_cpu_steps_overlap(const cvf_context *ctx);
+size_t cvf_cpu_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step);
+cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
+
 #endif /* CVF_CPU_CPU_H */
