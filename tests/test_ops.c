@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/cpu.h"
 #include "cpu/isa.h"
 #include "cpu/kernels/kernels.h"
 #include "harness.h"
@@ -33,6 +34,7 @@
 typedef struct contexts {
     cvf_context *reference;
     cvf_context *cpu[3]; /* 1, 2 and 3 worker threads */
+    cvf_context *lanes;  /* 3 threads, made under CVF_CPU_LANES=1: the MLP's steps on lanes of 2 + 1 */
 } contexts;
 
 /* Thread counts of the CPU contexts. */
@@ -1219,16 +1221,21 @@ static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
             mlp_check(f, run, t == 0);
     }
     /* on lanes (CVF_CPU_LANES=1, src/cpu/lanes.c): the backward's independent GEMMs side by side on
-     * 2 + 1 threads, the forward's chain one step after another; the sums bit-identical still */
+     * 2 + 1 threads (K1 beside K2-1, K2-2 beside K2-3: two pairs wherever S, H and I are nonzero),
+     * the forward's chain one step after another; the sums bit-identical still */
     char run[256];
-    snprintf(run, sizeof run, "%s [cpu threads=%d, CVF_CPU_LANES=1]", f->label, (int)cpu_threads[2]);
+    snprintf(run, sizeof run, "%s [cpu threads=3, CVF_CPU_LANES=1]", f->label);
     mlp_poison_outputs(f);
-    setenv("CVF_CPU_LANES", "1", 1);
-    status = mlp_call(f, cx->cpu[2], backward, false);
-    unsetenv("CVF_CPU_LANES");
+    const int64_t pairs_before = cvf_cpu_lanes_pairs(cx->lanes);
+    status = mlp_call(f, cx->lanes, backward, false);
     if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
-              cvf_context_last_error(cx->cpu[2])))
+              cvf_context_last_error(cx->lanes)))
         mlp_check(f, run, false);
+    const cvf_matrix *fc1 = backward ? &f->t[BW_FC1].m.view : &f->t[FW_FC1].m.view;
+    const int64_t pairs = cvf_cpu_lanes_pairs(cx->lanes) - pairs_before;
+    if (!backward || fc1->rows * fc1->cols > 0)
+        CHECK(pairs == (backward ? 2 : 0), "%s: ran %lld pairs of steps on the lanes, expected %d", run,
+              (long long)pairs, backward ? 2 : 0);
 }
 
 /* The MLP forward: fc1_output, gelu_output and output against the reference. */
@@ -1511,7 +1518,18 @@ static int contexts_create(contexts *cx)
         CHECK(cvf_context_threads(cx->cpu[t]) == cpu_threads[t], "context asked for %d threads runs %d",
               (int)cpu_threads[t], (int)cvf_context_threads(cx->cpu[t]));
     }
-    return 0;
+    /* CVF_CPU_LANES is read when a context is made: set for this one alone, the caller's value kept */
+    const char *caller_lanes = getenv("CVF_CPU_LANES");
+    char *saved = caller_lanes ? strdup(caller_lanes) : NULL;
+    setenv("CVF_CPU_LANES", "1", 1);
+    cvf_context_options lanes = {CVF_DEVICE_CPU, 3, 0, NULL};
+    cvf_status status = cvf_context_create(&lanes, &cx->lanes);
+    if (saved)
+        setenv("CVF_CPU_LANES", saved, 1);
+    else
+        unsetenv("CVF_CPU_LANES");
+    free(saved);
+    return status == CVF_STATUS_SUCCESS ? 0 : -1;
 }
 
 /* Destroys the contexts. */
@@ -1520,6 +1538,7 @@ static void contexts_destroy(contexts *cx)
     cvf_context_destroy(cx->reference);
     for (int t = 0; t < CPU_ALL_VARIANTS; t++)
         cvf_context_destroy(cx->cpu[t]);
+    cvf_context_destroy(cx->lanes);
 }
 
 /* Runs one section and prints its time and the checks it added. */

@@ -34,7 +34,8 @@ int64_t cvf_threadpool_spin_ns(const cvf_threadpool *pool);
 
 /* Ends the spinning of the idle workers: they sleep until the next job of two or more threads
  * (which wakes them), those still finishing the last job as soon as they are done. Call between
- * jobs, from the thread that runs them. */
+ * jobs, never during one: from the thread that runs them, or from another one ordered after the
+ * last job (the CPU's lanes park a pool that a joined helper thread drove). */
 void cvf_threadpool_park(cvf_threadpool *pool);
 
 /* Returns how many workers are asleep waiting for a job right now (a snapshot, for tests). */

@@ -56,6 +56,7 @@ cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_v
 cvf_status cvf_cpu_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
 void cvf_cpu_release(cvf_context *ctx);
 bool cvf_cpu_steps_overlap(const cvf_context *ctx);
+int64_t cvf_cpu_lanes_pairs(const cvf_context *ctx); /* pairs run on ctx's lanes so far (tests) */
 size_t cvf_cpu_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step);
 cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
 

@@ -12,10 +12,14 @@
  * thread count (the bias-gradient sums are bit-identical across threads; test_ops checks them on
  * lanes too).
  *
- * Off unless CVF_CPU_LANES=1 (on a context of 2 threads or more): whether it pays on a many-core
- * host is not measured yet (bench/cpu_mlp_pairs.c, the host check's pairs group). The lane pools
- * are made at the first pair and kept with the context; if they cannot be made, or the helper
- * thread cannot start, the steps run one after another.
+ * Off unless CVF_CPU_LANES=1 when the context is created (and it has 2 threads or more): whether
+ * it pays on a many-core host is not measured yet (bench/cpu_mlp_pairs.c, the host check's pairs
+ * group). The lane pools are made at the first pair and kept with the context; if they cannot be
+ * made, or the helper thread cannot start, the steps run one after another. A context with lanes
+ * lays out scratch per step, for the whole pool and both lanes (the backward's workspace at S =
+ * 2048, H = 768, I = 3072: f32 1.2-1.4x, bf16 2.2-2.3x; PERF.md 2026-12-07), and a weight gradient
+ * planned for a lane's threads may differ in its last bits from the same call without lanes
+ * (within the contract; the bias-gradient sums do not).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,8 +31,10 @@
 
 /* The lanes of one context (ctx->backend_state). */
 typedef struct cpu_lanes {
+    bool enabled;            /* CVF_CPU_LANES=1 when the context was made */
     bool tried;              /* made (or tried to make) the pools */
     cvf_threadpool *pool[2]; /* NULL until the first pair, or where they could not be made */
+    int64_t pairs;           /* pairs run (cvf_cpu_lanes_pairs, for the tests) */
 } cpu_lanes;
 
 /* The threads of lane i of a context of threads threads: t - t/2, then t/2. */
@@ -39,18 +45,27 @@ static int32_t lane_threads(int32_t threads, int i)
 
 bool cvf_cpu_steps_overlap(const cvf_context *ctx)
 {
-    const char *v = getenv("CVF_CPU_LANES");
-    return ctx->threads >= 2 && v && strcmp(v, "1") == 0;
+    const cpu_lanes *l = ctx->backend_state;
+    return l && l->enabled && ctx->threads >= 2;
+}
+
+int64_t cvf_cpu_lanes_pairs(const cvf_context *ctx)
+{
+    const cpu_lanes *l = ctx->backend_state;
+    return l ? l->pairs : 0;
 }
 
 cvf_status cvf_cpu_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size)
 {
     (void)options;
-    ctx->backend_state = calloc(1, sizeof(cpu_lanes));
-    if (!ctx->backend_state) {
+    cpu_lanes *l = calloc(1, sizeof *l);
+    if (!l) {
         snprintf(why, size, "could not allocate the CPU backend's state");
         return CVF_STATUS_OUT_OF_MEMORY;
     }
+    const char *v = getenv("CVF_CPU_LANES"); /* read once, like every CVF_CPU_* switch */
+    l->enabled = v && strcmp(v, "1") == 0;
+    ctx->backend_state = l;
     return CVF_STATUS_SUCCESS;
 }
 
@@ -189,7 +204,7 @@ cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int co
             status = cvf_fail(ctx, CVF_STATUS_INTERNAL_ERROR, "mlp: steps whose needs are never met");
             break;
         }
-        /* distinct scratch: the layout was made for steps at the same time (the rule read then) */
+        /* distinct scratch (a step of no scratch, an empty product, shares its offset: not paired) */
         if (overlap && gemm[1] >= 0 && workspaces[gemm[0]] != workspaces[gemm[1]] && lanes_ready(ctx)) {
             int x = gemm[0], y = gemm[1];
             if (steps[y].info.flops > steps[x].info.flops) {
@@ -197,6 +212,7 @@ cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int co
                 y = gemm[0];
             }
             lanes_spinning = true;
+            ((cpu_lanes *)ctx->backend_state)->pairs++;
             status = run_pair(ctx, &steps[x], workspaces[x], &steps[y], workspaces[y]);
             done |= (UINT32_C(1) << x) | (UINT32_C(1) << y);
         } else {
