@@ -80,9 +80,9 @@ typedef struct cvf_backend {
     /* Whether run_steps may run two steps at the same time on ctx (each then gets scratch of its
      * own). Optional: NULL means it may, wherever run_steps is set. */
     bool (*steps_overlap)(const cvf_context *ctx);
-    /* The scratch run_steps needs for one step (it may run a step on part of the context's threads,
-     * which may need more than the whole pool would). Optional: NULL asks matmul_workspace /
-     * column_sum_workspace on ctx. */
+    /* The scratch run_steps may need for one step beyond what matmul_workspace / column_sum_workspace
+     * give on ctx (it may run a step on part of the context's threads, which may need more than the
+     * whole pool would); the core takes the larger. Optional: NULL, nothing beyond. */
     size_t (*step_workspace)(const cvf_context *ctx, const cvf_mlp_step *step);
     /* Tensor parallelism over NCCL (args.tp.nccl_comm). All three NULL: the backend has no
      * communicator (a tensor-parallel call then runs in partial mode only). */

@@ -320,15 +320,23 @@ static cvf_status check_backward(cvf_context *ctx, const cvf_mlp_backward_args *
     return status == CVF_STATUS_SUCCESS ? validate_backward(ctx, args, dims) : status;
 }
 
-size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
+/* A step's scratch on ctx's whole pool. */
+static size_t step_workspace_on_ctx(const cvf_context *ctx, const cvf_mlp_step *step)
 {
-    if (ctx->backend->step_workspace && ctx->backend->run_steps)
-        return ctx->backend->step_workspace(ctx, step);
     if (step->info.kind == CVF_KERNEL_ALL_REDUCE)
         return 0;
     if (step->info.kind == CVF_KERNEL_REDUCTION)
         return ctx->backend->column_sum_workspace(ctx, &step->a);
     return ctx->backend->matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
+}
+
+size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
+{
+    const size_t bytes = step_workspace_on_ctx(ctx, step);
+    if (!ctx->backend->step_workspace || !ctx->backend->run_steps)
+        return bytes;
+    const size_t run_steps_bytes = ctx->backend->step_workspace(ctx, step);
+    return run_steps_bytes > bytes ? run_steps_bytes : bytes;
 }
 
 void cvf_mlp_step_failed(cvf_context *ctx, const cvf_mlp_step *step)

@@ -94,14 +94,16 @@ static cvf_context lane_context(const cvf_context *ctx, int i, cvf_threadpool *p
     return lane;
 }
 
+/* Whether a step is a GEMM (what the lanes pair), not a reduction or an all-reduce. */
+static bool is_gemm(const cvf_mlp_step *step)
+{
+    return step->info.kind == CVF_KERNEL_FUSED_GEMM || step->info.kind == CVF_KERNEL_GEMM;
+}
+
 size_t cvf_cpu_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
-    if (step->info.kind == CVF_KERNEL_ALL_REDUCE)
-        return 0;
-    if (step->info.kind == CVF_KERNEL_REDUCTION)
-        return cvf_cpu_column_sum_workspace(ctx, &step->a);
-    size_t bytes = cvf_cpu_matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
-    if (cvf_cpu_steps_overlap(ctx))
+    size_t bytes = 0; /* what a GEMM step needs on either lane (the core adds the whole pool's) */
+    if (cvf_cpu_steps_overlap(ctx) && is_gemm(step))
         for (int i = 0; i < 2; i++) {
             cvf_context lane = lane_context(ctx, i, NULL);
             size_t need = cvf_cpu_matmul_workspace(&lane, &step->a, &step->b, &step->c, &step->epilogue);
@@ -162,11 +164,8 @@ static cvf_status run_pair(cvf_context *ctx, const cvf_mlp_step *x, void *wx, co
         pthread_join(helper, NULL);
     else
         run_lane_job(&jy);
-    const cvf_context *failed = jx.status != CVF_STATUS_SUCCESS ? &lane0 : jy.status != CVF_STATUS_SUCCESS ? &lane1
-                                                                                                       : NULL;
-    if (!failed)
-        return CVF_STATUS_SUCCESS;
-    return cvf_fail(ctx, failed == &lane0 ? jx.status : jy.status, "%s", failed->message);
+    const lane_job *failed = jx.status != CVF_STATUS_SUCCESS ? &jx : jy.status != CVF_STATUS_SUCCESS ? &jy : NULL;
+    return failed ? cvf_fail(ctx, failed->status, "%s", failed->lane->message) : CVF_STATUS_SUCCESS;
 }
 
 /* Ends the lanes' spinning (before the context's pool runs again, and at the end of the steps, so
@@ -193,7 +192,7 @@ cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int co
                 continue;
             if (ready < 0)
                 ready = i;
-            if (steps[i].info.kind == CVF_KERNEL_FUSED_GEMM || steps[i].info.kind == CVF_KERNEL_GEMM) {
+            if (is_gemm(&steps[i])) {
                 if (gemm[0] < 0)
                     gemm[0] = i;
                 else if (gemm[1] < 0)
