@@ -48,6 +48,30 @@ int64_t support_failed(void)
     return checks_failed;
 }
 
+char *support_env_take(const char *name)
+{
+    const char *before = getenv(name);
+    char *saved = before ? strdup(before) : NULL;
+    unsetenv(name);
+    return saved;
+}
+
+char *support_env_override(const char *name, const char *value)
+{
+    char *saved = support_env_take(name);
+    setenv(name, value, 1);
+    return saved;
+}
+
+void support_env_give_back(const char *name, char *saved)
+{
+    if (saved)
+        setenv(name, saved, 1);
+    else
+        unsetenv(name);
+    free(saved);
+}
+
 int test_report(const char *name)
 {
     printf("%s: %lld passed, %lld failed\n", name, (long long)checks_passed, (long long)checks_failed);

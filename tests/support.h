@@ -41,6 +41,19 @@ int64_t support_failed(void);
 /* Prints "NAME: N passed, M failed" and returns the exit code: 0 only when M == 0 and N > 0. */
 int test_report(const char *name);
 
+/* ---- environment switches ------------------------------------------------------------------ */
+
+/* Sets variable name to value and returns its value before (a copy; NULL where it was unset), for
+ * support_env_give_back: a test that sets a CVF_* switch for one context or case leaves the caller's. */
+char *support_env_override(const char *name, const char *value);
+
+/* Unsets variable name and returns its value before, as support_env_override does. */
+char *support_env_take(const char *name);
+
+/* Gives variable name back the value support_env_override / support_env_take returned (unsets it
+ * where that was NULL), and frees it. */
+void support_env_give_back(const char *name, char *saved);
+
 /* ---- poison -------------------------------------------------------------------------------- */
 
 /* Poison bit patterns (signalling NaNs with unusual payloads). */

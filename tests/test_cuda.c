@@ -1526,26 +1526,6 @@ static void test_mlp_plan(void)
     check_plan(fast_ctx, "cuda", 197, 768, 3072, CVF_F32, false);
 }
 
-/* Sets variable name to value and returns its value before (a copy; NULL where it was unset), for
- * env_give_back: a test that sets a CVF_CUDA_* switch for one context or case leaves the caller's. */
-static char *env_override(const char *name, const char *value)
-{
-    const char *before = getenv(name);
-    char *saved = before ? strdup(before) : NULL;
-    setenv(name, value, 1);
-    return saved;
-}
-
-/* Gives variable name back the value env_override returned (unsets it where that was NULL), and frees it. */
-static void env_give_back(const char *name, char *saved)
-{
-    if (saved)
-        setenv(name, saved, 1);
-    else
-        unsetenv(name);
-    free(saved);
-}
-
 /* The variables that force the Hopper kernel's schedule, and their values when a test that sets
  * its own set them aside (NULL: unset), so that it gives them back after: test_cuda run whole
  * under a forcing (CVF_CUDA_SPLITK=7, say) keeps it in the sections after that test. */
@@ -1560,11 +1540,8 @@ typedef struct forcing_saved {
 static forcing_saved forcing_set_aside(void)
 {
     forcing_saved saved;
-    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++) {
-        const char *v = getenv(schedule_forcing[i]);
-        saved.value[i] = v ? strdup(v) : NULL;
-        unsetenv(schedule_forcing[i]);
-    }
+    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++)
+        saved.value[i] = support_env_take(schedule_forcing[i]);
     return saved;
 }
 
@@ -1572,7 +1549,7 @@ static forcing_saved forcing_set_aside(void)
 static void forcing_restore(forcing_saved *saved)
 {
     for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++) {
-        env_give_back(schedule_forcing[i], saved->value[i]);
+        support_env_give_back(schedule_forcing[i], saved->value[i]);
         saved->value[i] = NULL;
     }
 }
@@ -1710,9 +1687,9 @@ static void test_cut_tiles(void)
                 if (run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, e != 1)) {
                     /* GELU' 256 wide ran in the epilogue warpgroup, ReLU and none in the relay kernel
                      * (run_forced_case checks which): again in the consumers */
-                    char *warps = env_override("CVF_CUDA_EPI_WARPS", "0");
+                    char *warps = support_env_override("CVF_CUDA_EPI_WARPS", "0");
                     run_forced_case(&c, shapes[s].split, shapes[s].cluster, shapes[s].width, whole, true);
-                    env_give_back("CVF_CUDA_EPI_WARPS", warps);
+                    support_env_give_back("CVF_CUDA_EPI_WARPS", warps);
                 }
             }
     /* m, n, k not multiples of 8 in matrices whose lines are padded to 16 bytes (views of wider
@@ -2130,14 +2107,14 @@ static bool create_cuda_contexts(void)
     cvf_context_options ref = {CVF_DEVICE_REFERENCE, 1, 0, NULL}, cuda = {CVF_DEVICE_CUDA, 0, 0, NULL};
     if (cvf_context_create(&ref, &reference_ctx) || cvf_context_create(&cuda, &fast_ctx))
         return false;
-    char *saved = env_override("CVF_CUDA_KERNEL", "simple");
+    char *saved = support_env_override("CVF_CUDA_KERNEL", "simple");
     cvf_status status = cvf_context_create(&cuda, &simple_ctx);
-    env_give_back("CVF_CUDA_KERNEL", saved);
+    support_env_give_back("CVF_CUDA_KERNEL", saved);
     if (status != CVF_STATUS_SUCCESS || cudaStreamCreateWithFlags(&user_stream, cudaStreamNonBlocking) != cudaSuccess)
         return false;
-    saved = env_override("CVF_CUDA_ENGINE", "own");
+    saved = support_env_override("CVF_CUDA_ENGINE", "own");
     status = cvf_context_create(&cuda, &own_ctx);
-    env_give_back("CVF_CUDA_ENGINE", saved);
+    support_env_give_back("CVF_CUDA_ENGINE", saved);
     if (status != CVF_STATUS_SUCCESS)
         return false;
     cvf_context_options on_stream = {CVF_DEVICE_CUDA, 0, 0, user_stream};

@@ -3,8 +3,9 @@
  * against the float64 reference device, with outputs poisoned before every call and checked for
  * unwritten elements, writes outside the view, and the per-dtype relative Frobenius tolerance
  * (f32 1e-5, f16 2e-3, bf16 1e-2: the contract, never loosened). Every case runs on CPU contexts
- * of 1 and 2 threads (the MLP also on 3 threads with its steps on lanes, CVF_CPU_LANES=1); column sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be
- * bit-identical across thread counts and repeated runs.
+ * of 1 and 2 threads (the MLP also on 3 threads with its steps on lanes, CVF_CPU_LANES=1); column
+ * sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be bit-identical across thread
+ * counts and repeated runs.
  *
  * Sections: self-test of the checking tools, known answers, the epilogue x dtype x layout cross
  * product, a shape sweep over tail sizes, degenerate shapes (K = 0, M = 0, N = 0), large shapes,
@@ -1519,16 +1520,10 @@ static int contexts_create(contexts *cx)
               (int)cpu_threads[t], (int)cvf_context_threads(cx->cpu[t]));
     }
     /* CVF_CPU_LANES is read when a context is made: set for this one alone, the caller's value kept */
-    const char *caller_lanes = getenv("CVF_CPU_LANES");
-    char *saved = caller_lanes ? strdup(caller_lanes) : NULL;
-    setenv("CVF_CPU_LANES", "1", 1);
+    char *saved = support_env_override("CVF_CPU_LANES", "1");
     cvf_context_options lanes = {CVF_DEVICE_CPU, 3, 0, NULL};
     cvf_status status = cvf_context_create(&lanes, &cx->lanes);
-    if (saved)
-        setenv("CVF_CPU_LANES", saved, 1);
-    else
-        unsetenv("CVF_CPU_LANES");
-    free(saved);
+    support_env_give_back("CVF_CPU_LANES", saved);
     return status == CVF_STATUS_SUCCESS ? 0 : -1;
 }
 
