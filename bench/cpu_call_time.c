@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cvfuse.h"
+#include "bench_cvf.h"
 
 int main(int argc, char **argv)
 {
@@ -29,14 +29,7 @@ int main(int argc, char **argv)
     const char *name = argc > 6 ? argv[6] : "bf16";
     cvf_dtype dtype = strcmp(name, "f32") == 0 ? CVF_F32 : strcmp(name, "f16") == 0 ? CVF_F16 : CVF_BF16;
     size_t size = cvf_dtype_size(dtype);
-    cvf_context_options options = {0};
-    options.device = CVF_DEVICE_CPU;
-    options.threads = threads;
-    cvf_context *ctx = NULL;
-    if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
-        fprintf(stderr, "cvf_context_create: %s\n", cvf_context_create_error());
-        return 1;
-    }
+    cvf_context *ctx = bench_cpu_context(threads);
     char *a = malloc(size * (size_t)(m * k)), *b = malloc(size * (size_t)(k * n)), *c = malloc(size * (size_t)(m * n));
     if (!a || !b || !c)
         return 1;

@@ -25,29 +25,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_cvf.h"
 #include "bench_time.h"
-#include "cvfuse.h"
-
-/* The dtype of the run's tensors. */
-static cvf_dtype run_dtype = CVF_BF16;
-
-/* A rows x cols matrix of run_dtype with small values of both signs (no subnormals), row-major. */
-static cvf_matrix test_matrix(int64_t rows, int64_t cols)
-{
-    void *data = malloc(cvf_dtype_size(run_dtype) * (size_t)(rows * cols));
-    if (!data) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < rows * cols; i++) {
-        const float v = (float)(i % 97 - 48) / 64.0f;
-        if (run_dtype == CVF_F32)
-            ((float *)data)[i] = v;
-        else
-            ((uint16_t *)data)[i] = cvf_f32_to_bf16(v);
-    }
-    return cvf_matrix_row_major(data, run_dtype, rows, cols);
-}
 
 /* One GEMM of the backward on a context. */
 typedef struct gemm_call {
@@ -75,19 +54,6 @@ static int run_pair(gemm_call *x, gemm_call *y)
     return x->status == CVF_STATUS_SUCCESS && y->status == CVF_STATUS_SUCCESS;
 }
 
-static cvf_context *make_context(int threads)
-{
-    cvf_context_options options = {0};
-    options.device = CVF_DEVICE_CPU;
-    options.threads = threads;
-    cvf_context *ctx = NULL;
-    if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
-        fprintf(stderr, "cvf_context_create: %s\n", cvf_context_create_error());
-        exit(1);
-    }
-    return ctx;
-}
-
 static void report(const char *name, double *t, int repeat)
 {
     bench_sort(t, repeat);
@@ -98,8 +64,7 @@ static void report(const char *name, double *t, int repeat)
 int main(int argc, char **argv)
 {
     const int repeat = argc > 1 ? atoi(argv[1]) : 15;
-    if (argc > 2 && strcmp(argv[2], "f32") == 0)
-        run_dtype = CVF_F32;
+    const cvf_dtype dtype = argc > 2 && strcmp(argv[2], "f32") == 0 ? CVF_F32 : CVF_BF16;
     const int threads = argc > 3 ? atoi(argv[3]) : 16;
     const int64_t H = 768, I = 3072, S = argc > 4 ? atoll(argv[4]) : 2048;
     const int first = argc > 5 ? atoi(argv[5]) : threads / 2;
@@ -107,39 +72,30 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [repeat 1..200] [bf16|f32] [threads >= 2] [S] [first 1..threads-1]\n", argv[0]);
         return 2;
     }
-    cvf_context *whole = make_context(threads), *part_a = make_context(first), *part_b = make_context(threads - first);
+    cvf_context *whole = bench_cpu_context(threads), *part_a = bench_cpu_context(first),
+                *part_b = bench_cpu_context(threads - first);
     setenv("CVF_CPU_LANES", "1", 1); /* read when a context is made */
-    cvf_context *on_lanes = make_context(threads);
+    cvf_context *on_lanes = bench_cpu_context(threads);
     unsetenv("CVF_CPU_LANES");
-    cvf_matrix grad_output = test_matrix(S, H), hidden = test_matrix(S, H), fc1_weight = test_matrix(I, H);
-    cvf_matrix fc2_weight = test_matrix(H, I), fc1_output = test_matrix(S, I), gelu_output = test_matrix(S, I);
-    cvf_matrix grad_fc1_output = test_matrix(S, I), grad_fc1_weight = test_matrix(I, H);
-    cvf_matrix grad_fc2_weight = test_matrix(H, I), grad_hidden = test_matrix(S, H);
-    float *fc1_bias_grad = malloc(sizeof(float) * (size_t)I), *fc2_bias_grad = malloc(sizeof(float) * (size_t)H);
-    cvf_vector grad_fc1_bias = cvf_vector_dense(fc1_bias_grad, CVF_F32, I);
-    cvf_vector grad_fc2_bias = cvf_vector_dense(fc2_bias_grad, CVF_F32, H);
-    cvf_matrix grad_output_t = cvf_matrix_transpose(grad_output),
-               grad_fc1_output_t = cvf_matrix_transpose(grad_fc1_output);
-    cvf_epilogue k1 = {.activation = CVF_ACTIVATION_DGELU_TANH, .aux_in = &fc1_output, .bias_grad = &grad_fc1_bias};
-    cvf_epilogue none = {0};
-    gemm_call steps[4] = {
-        {NULL, &grad_output, &fc2_weight, &grad_fc1_output, &k1, 0},
-        {NULL, &grad_output_t, &gelu_output, &grad_fc2_weight, &none, 0},
-        {NULL, &grad_fc1_output_t, &hidden, &grad_fc1_weight, &none, 0},
-        {NULL, &grad_fc1_output, &fc1_weight, &grad_hidden, &none, 0},
-    };
+    static bench_mlp m; /* the epilogues point into it */
+    bench_mlp_make(&m, dtype, S, H, I);
+    gemm_call steps[4];
+    for (int s = 0; s < 4; s++) {
+        const bench_mlp_gemm g = bench_mlp_step(&m, s);
+        steps[s] = (gemm_call){NULL, g.a, g.b, g.c, g.ep, CVF_STATUS_SUCCESS};
+    }
     cvf_mlp_backward_args args = {0};
-    args.grad_output = grad_output;
-    args.hidden_state = hidden;
-    args.fc1_weight = fc1_weight;
-    args.fc2_weight = fc2_weight;
-    args.fc1_output = fc1_output;
-    args.gelu_output = gelu_output;
-    args.grad_hidden_state = grad_hidden;
-    args.grad_fc1_weight = grad_fc1_weight;
-    args.grad_fc1_bias = grad_fc1_bias;
-    args.grad_fc2_weight = grad_fc2_weight;
-    args.grad_fc2_bias = grad_fc2_bias;
+    args.grad_output = m.grad_output;
+    args.hidden_state = m.hidden;
+    args.fc1_weight = m.fc1_weight;
+    args.fc2_weight = m.fc2_weight;
+    args.fc1_output = m.fc1_output;
+    args.gelu_output = m.gelu_output;
+    args.grad_hidden_state = m.grad_hidden;
+    args.grad_fc1_weight = m.grad_fc1_weight;
+    args.grad_fc1_bias = m.grad_fc1_bias;
+    args.grad_fc2_weight = m.grad_fc2_weight;
+    args.grad_fc2_bias = m.grad_fc2_bias;
     enum { WAYS = 4 };
     double *times[WAYS];
     for (int w = 0; w < WAYS; w++)
@@ -175,7 +131,7 @@ int main(int argc, char **argv)
                 times[way][r] = t;
         }
     }
-    printf("%s S=%lld threads %d (pairs on %d + %d)\n", run_dtype == CVF_F32 ? "f32" : "bf16", (long long)S,
+    printf("%s S=%lld threads %d (pairs on %d + %d)\n", dtype == CVF_F32 ? "f32" : "bf16", (long long)S,
            threads, first, threads - first);
     report("library", times[0], repeat);
     report("serial", times[1], repeat);

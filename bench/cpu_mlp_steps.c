@@ -24,84 +24,38 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_cvf.h"
 #include "bench_time.h"
-#include "cvfuse.h"
-
-/* The dtype of the run's tensors (bf16 unless the fifth argument says f32). */
-static cvf_dtype run_dtype = CVF_BF16;
-
-/* A rows x cols matrix of run_dtype with small values of both signs (no subnormals), row-major. */
-static cvf_matrix bf16_matrix(int64_t rows, int64_t cols)
-{
-    void *data = malloc(cvf_dtype_size(run_dtype) * (size_t)(rows * cols));
-    if (!data) {
-        fprintf(stderr, "out of memory\n");
-        exit(1);
-    }
-    for (int64_t i = 0; i < rows * cols; i++) {
-        const float v = (float)(i % 97 - 48) / 64.0f;
-        if (run_dtype == CVF_F32)
-            ((float *)data)[i] = v;
-        else
-            ((uint16_t *)data)[i] = cvf_f32_to_bf16(v);
-    }
-    return cvf_matrix_row_major(data, run_dtype, rows, cols);
-}
 
 int main(int argc, char **argv)
 {
     const int64_t H = 768, I = 3072, S = argc > 6 ? atoll(argv[6]) : 2048;
     int repeat = argc > 1 ? atoi(argv[1]) : 7, only = argc > 2 ? atoi(argv[2]) : -1;
     const char *k1_epilogue = argc > 3 ? argv[3] : "full";
-    if (argc > 4 && strcmp(argv[4], "f32") == 0)
-        run_dtype = CVF_F32;
+    const cvf_dtype dtype = argc > 4 && strcmp(argv[4], "f32") == 0 ? CVF_F32 : CVF_BF16;
     const int threads = argc > 5 ? atoi(argv[5]) : 1;
     if (repeat < 1 || repeat > 100 || threads < 1 || S < 1) {
         fprintf(stderr, "usage: %s [repeat 1..100] [step 0..3 | -1] [full|plain|sums] [bf16|f32] [threads] [S]\n",
                 argv[0]);
         return 2;
     }
-    cvf_context_options options = {0};
-    options.device = CVF_DEVICE_CPU;
-    options.threads = threads;
-    cvf_context *ctx = NULL;
-    if (cvf_context_create(&options, &ctx) != CVF_STATUS_SUCCESS) {
-        fprintf(stderr, "cvf_context_create: %s\n", cvf_context_create_error());
-        return 1;
-    }
-    cvf_matrix grad_output = bf16_matrix(S, H), hidden = bf16_matrix(S, H), fc1_weight = bf16_matrix(I, H);
-    cvf_matrix fc2_weight = bf16_matrix(H, I), fc1_output = bf16_matrix(S, I), gelu_output = bf16_matrix(S, I);
-    cvf_matrix grad_fc1_output = bf16_matrix(S, I), grad_fc1_weight = bf16_matrix(I, H);
-    cvf_matrix grad_fc2_weight = bf16_matrix(H, I), grad_hidden = bf16_matrix(S, H);
-    float *bias_grad = malloc(sizeof(float) * (size_t)I);
-    cvf_vector grad_fc1_bias = cvf_vector_dense(bias_grad, CVF_F32, I);
-    cvf_matrix grad_output_t = cvf_matrix_transpose(grad_output),
-               grad_fc1_output_t = cvf_matrix_transpose(grad_fc1_output);
-    cvf_epilogue k1 = {.activation = CVF_ACTIVATION_DGELU_TANH, .aux_in = &fc1_output, .bias_grad = &grad_fc1_bias};
-    cvf_epilogue none = {0};
+    cvf_context *ctx = bench_cpu_context(threads);
+    static bench_mlp m; /* the epilogues point into it */
+    bench_mlp_make(&m, dtype, S, H, I);
     if (strcmp(k1_epilogue, "plain") == 0)
-        k1 = none;
+        m.k1 = m.none;
     else if (strcmp(k1_epilogue, "sums") == 0)
-        k1 = (cvf_epilogue){.bias_grad = &grad_fc1_bias};
-    const struct {
-        const char *name;
-        const cvf_matrix *a, *b, *c;
-        const cvf_epilogue *ep;
-    } steps[4] = {
-        {"K1   (g @ W2) * gelu'", &grad_output, &fc2_weight, &grad_fc1_output, &k1},
-        {"K2-1 g^T @ gelu_out", &grad_output_t, &gelu_output, &grad_fc2_weight, &none},
-        {"K2-2 gfo^T @ x", &grad_fc1_output_t, &hidden, &grad_fc1_weight, &none},
-        {"K2-3 gfo @ W1", &grad_fc1_output, &fc1_weight, &grad_hidden, &none},
-    };
+        m.k1 = (cvf_epilogue){.bias_grad = &m.grad_fc1_bias};
     double total = 0;
     for (int s = 0; s < 4; s++) {
         if (only >= 0 && s != only)
             continue;
+        const bench_mlp_gemm g = bench_mlp_step(&m, s);
         double t[101];
         for (int r = 0; r <= repeat; r++) {
             double start = threads > 1 ? bench_seconds(CLOCK_MONOTONIC) : bench_thread_seconds();
-            if (cvf_matmul(ctx, steps[s].a, steps[s].b, steps[s].c, steps[s].ep) != CVF_STATUS_SUCCESS) {
-                fprintf(stderr, "%s: %s\n", steps[s].name, cvf_context_last_error(ctx));
+            if (cvf_matmul(ctx, g.a, g.b, g.c, g.ep) != CVF_STATUS_SUCCESS) {
+                fprintf(stderr, "%s: %s\n", g.name, cvf_context_last_error(ctx));
                 return 1;
             }
             t[r] = (threads > 1 ? bench_seconds(CLOCK_MONOTONIC) : bench_thread_seconds()) - start;
@@ -109,7 +63,7 @@ int main(int argc, char **argv)
         bench_sort(t + 1, repeat); /* t[0]: the untimed first call */
         double median = t[1 + repeat / 2];
         total += median;
-        printf("%-24s %8.2f ms  min %8.2f  q1 %8.2f  q3 %8.2f  max %8.2f  %6.0f GFLOP/s\n", steps[s].name,
+        printf("%-24s %8.2f ms  min %8.2f  q1 %8.2f  q3 %8.2f  max %8.2f  %6.0f GFLOP/s\n", g.name,
                median * 1e3, t[1] * 1e3, t[1 + repeat / 4] * 1e3, t[1 + 3 * repeat / 4] * 1e3, t[repeat] * 1e3,
                2.0 * (double)S * (double)H * (double)I / median * 1e-9);
     }
