@@ -3,7 +3,8 @@
  * against the float64 reference device, with outputs poisoned before every call and checked for
  * unwritten elements, writes outside the view, and the per-dtype relative Frobenius tolerance
  * (f32 1e-5, f16 2e-3, bf16 1e-2: the contract, never loosened). Every case runs on CPU contexts
- * of 1 and 2 threads (the MLP also on 3 threads with its steps on lanes, CVF_CPU_LANES=1); column
+ * of 1 and 2 threads (the MLP also with its steps on lanes, CVF_CPU_LANES=1: 2 + 1 threads, and 1 + 1
+ * on exactly the workspace its query gives); column
  * sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be bit-identical across thread
  * counts and repeated runs.
  *
@@ -35,7 +36,8 @@
 typedef struct contexts {
     cvf_context *reference;
     cvf_context *cpu[3]; /* 1, 2 and 3 worker threads */
-    cvf_context *lanes;  /* 3 threads, made under CVF_CPU_LANES=1: the MLP's steps on lanes of 2 + 1 */
+    cvf_context *lanes[2]; /* 3 and 2 threads, made under CVF_CPU_LANES=1: the MLP's steps on lanes of
+                              2 + 1 and 1 + 1 */
 } contexts;
 
 /* Thread counts of the CPU contexts. */
@@ -1195,6 +1197,91 @@ static void mlp_poison_outputs(mlp_fixture *f)
             support_buffer_poison(f->specs[n].is_vector ? &f->t[n].v.buffer : &f->t[n].m.buffer);
 }
 
+/* Whether every output of the fixture still holds its poison, in its view and around it. */
+static bool mlp_outputs_untouched(const mlp_fixture *f)
+{
+    for (int n = 0; n < f->count; n++) {
+        const tensor *t = &f->t[n];
+        if (!f->specs[n].is_output)
+            continue;
+        bool intact = f->specs[n].is_vector ? support_vector_count_poisoned(&t->v) == t->v.view.length &&
+                                                  support_vector_outside_intact(&t->v)
+                                            : support_count_poisoned_in_view(&t->m) == t->m.view.rows * t->m.view.cols &&
+                                                  support_outside_view_intact(&t->m);
+        if (!intact)
+            return false;
+    }
+    return true;
+}
+
+/* The workspace the MLP call of f would use on ctx, in *bytes. */
+static cvf_status mlp_workspace_size(const mlp_fixture *f, cvf_context *ctx, bool backward, size_t *bytes)
+{
+    if (backward) {
+        cvf_mlp_backward_args args = {0};
+        backward_args(f, false, &args);
+        return cvf_mlp_backward_workspace_size(ctx, &args, bytes);
+    }
+    cvf_mlp_forward_args args = {0};
+    forward_args(f, false, &args);
+    return cvf_mlp_forward_workspace_size(ctx, &args, bytes);
+}
+
+/* Gives ctx caller-owned workspace of the size the MLP call of f asks on it, after checking that
+ * 256 bytes less is refused (WORKSPACE_TOO_SMALL, every output still poisoned). Returns the
+ * memory (NULL where none is needed or the checks failed); the caller frees it after
+ * cvf_context_set_workspace(ctx, NULL, 0). */
+static void *mlp_give_callers_workspace(mlp_fixture *f, cvf_context *ctx, bool backward, const char *run)
+{
+    size_t need = 0;
+    cvf_status status = mlp_workspace_size(f, ctx, backward, &need);
+    if (!CHECK(status == CVF_STATUS_SUCCESS, "%s: size query returned %s: %s", run, cvf_status_string(status),
+               cvf_context_last_error(ctx)) ||
+        need == 0)
+        return NULL;
+    void *memory = aligned_alloc(256, (need + 255) / 256 * 256);
+    if (!CHECK(memory != NULL, "%s: out of memory", run))
+        return NULL;
+    if (need > 256) {
+        cvf_context_set_workspace(ctx, memory, need - 256);
+        status = mlp_call(f, ctx, backward, false);
+        CHECK(status == CVF_STATUS_WORKSPACE_TOO_SMALL, "%s: 256 bytes short of the query returned %s", run,
+              cvf_status_string(status));
+        CHECK(mlp_outputs_untouched(f), "%s: a workspace too small still wrote an output", run);
+    }
+    CHECK(cvf_context_set_workspace(ctx, memory, need) == CVF_STATUS_SUCCESS, "%s: set_workspace: %s", run,
+          cvf_context_last_error(ctx));
+    return memory;
+}
+
+/* Runs the fixture on a context made under CVF_CPU_LANES=1 (src/cpu/lanes.c) and checks it: the
+ * backward's independent GEMMs side by side on two lanes (K1 beside K2-1, K2-2 beside K2-3: two
+ * pairs wherever S, H and I are nonzero), the forward's chain one step after another; the sums
+ * bit-identical to one thread's still. With callers_workspace the context runs on exactly the
+ * workspace the query gives (each step's scratch its own under lanes). */
+static void mlp_run_on_lanes(mlp_fixture *f, cvf_context *ctx, int threads, bool backward, bool callers_workspace)
+{
+    char run[256];
+    snprintf(run, sizeof run, "%s [cpu threads=%d, CVF_CPU_LANES=1%s]", f->label, threads,
+             callers_workspace ? ", caller's workspace" : "");
+    mlp_poison_outputs(f);
+    void *memory = callers_workspace ? mlp_give_callers_workspace(f, ctx, backward, run) : NULL;
+    const int64_t pairs_before = cvf_cpu_lanes_pairs(ctx);
+    cvf_status status = mlp_call(f, ctx, backward, false);
+    if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
+              cvf_context_last_error(ctx)))
+        mlp_check(f, run, false);
+    const cvf_matrix *fc1 = backward ? &f->t[BW_FC1].m.view : &f->t[FW_FC1].m.view;
+    const int64_t pairs = cvf_cpu_lanes_pairs(ctx) - pairs_before;
+    if (!backward || fc1->rows * fc1->cols > 0)
+        CHECK(pairs == (backward ? 2 : 0), "%s: ran %lld pairs of steps on the lanes, expected %d", run,
+              (long long)pairs, backward ? 2 : 0);
+    if (memory != NULL) {
+        cvf_context_set_workspace(ctx, NULL, 0);
+        free(memory);
+    }
+}
+
 /* Runs the prepared fixture on the reference (answers into the f64 twins), then on the CPU
  * contexts (threads 1, 2, and 2 again) with full checks. */
 static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
@@ -1221,22 +1308,8 @@ static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
                   cvf_context_last_error(cx->cpu[variant])))
             mlp_check(f, run, t == 0);
     }
-    /* on lanes (CVF_CPU_LANES=1, src/cpu/lanes.c): the backward's independent GEMMs side by side on
-     * 2 + 1 threads (K1 beside K2-1, K2-2 beside K2-3: two pairs wherever S, H and I are nonzero),
-     * the forward's chain one step after another; the sums bit-identical still */
-    char run[256];
-    snprintf(run, sizeof run, "%s [cpu threads=3, CVF_CPU_LANES=1]", f->label);
-    mlp_poison_outputs(f);
-    const int64_t pairs_before = cvf_cpu_lanes_pairs(cx->lanes);
-    status = mlp_call(f, cx->lanes, backward, false);
-    if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
-              cvf_context_last_error(cx->lanes)))
-        mlp_check(f, run, false);
-    const cvf_matrix *fc1 = backward ? &f->t[BW_FC1].m.view : &f->t[FW_FC1].m.view;
-    const int64_t pairs = cvf_cpu_lanes_pairs(cx->lanes) - pairs_before;
-    if (!backward || fc1->rows * fc1->cols > 0)
-        CHECK(pairs == (backward ? 2 : 0), "%s: ran %lld pairs of steps on the lanes, expected %d", run,
-              (long long)pairs, backward ? 2 : 0);
+    mlp_run_on_lanes(f, cx->lanes[0], 3, backward, false);
+    mlp_run_on_lanes(f, cx->lanes[1], 2, backward, true);
 }
 
 /* The MLP forward: fc1_output, gelu_output and output against the reference. */
@@ -1521,8 +1594,11 @@ static int contexts_create(contexts *cx)
     }
     /* CVF_CPU_LANES is read when a context is made: set for this one alone, the caller's value kept */
     char *saved = support_env_override("CVF_CPU_LANES", "1");
-    cvf_context_options lanes = {CVF_DEVICE_CPU, 3, 0, NULL};
-    cvf_status status = cvf_context_create(&lanes, &cx->lanes);
+    cvf_status status = CVF_STATUS_SUCCESS;
+    for (int l = 0; l < 2 && status == CVF_STATUS_SUCCESS; l++) {
+        cvf_context_options lanes = {CVF_DEVICE_CPU, 3 - l, 0, NULL};
+        status = cvf_context_create(&lanes, &cx->lanes[l]);
+    }
     support_env_give_back("CVF_CPU_LANES", saved);
     return status == CVF_STATUS_SUCCESS ? 0 : -1;
 }
@@ -1533,7 +1609,8 @@ static void contexts_destroy(contexts *cx)
     cvf_context_destroy(cx->reference);
     for (int t = 0; t < CPU_ALL_VARIANTS; t++)
         cvf_context_destroy(cx->cpu[t]);
-    cvf_context_destroy(cx->lanes);
+    cvf_context_destroy(cx->lanes[0]);
+    cvf_context_destroy(cx->lanes[1]);
 }
 
 /* Runs one section and prints its time and the checks it added. */
