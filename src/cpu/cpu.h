@@ -45,6 +45,22 @@ typedef struct cvf_cpu_plan_info {
 cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
                                         const cvf_matrix *c, const cvf_epilogue *ep);
 
+/* The threads a CPU call plans for: the context's count (its pool's size), read instead of the pool
+ * so that a call can be planned for part of the threads (the MLP's lanes, lanes.c) before that
+ * part's pool exists; at least 1. */
+static inline int32_t cvf_cpu_plan_threads(const cvf_context *ctx)
+{
+    return ctx->threads > 0 ? ctx->threads : 1;
+}
+
+/* The threads cvf_threadpool_run gives count tasks on a pool of the planned size: min(threads,
+ * count), 0 for no tasks (the rule of cvf_threadpool_threads_for). */
+static inline int32_t cvf_cpu_plan_threads_for(const cvf_context *ctx, int64_t count)
+{
+    const int32_t threads = cvf_cpu_plan_threads(ctx);
+    return count <= 0 ? 0 : count < threads ? (int32_t)count : threads;
+}
+
 /* Bytes of workspace cvf_cpu_column_sum needs; see reduce.c. */
 size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x);
 

@@ -40,9 +40,7 @@ static int64_t sum_tasks(const cvf_matrix *x)
 
 size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 {
-    /* the threads cvf_threadpool_run gives the tasks: min(pool size = ctx->threads, tasks) */
-    const int64_t tasks = sum_tasks(x);
-    size_t threads = (size_t)(tasks < ctx->threads ? tasks : ctx->threads);
+    const size_t threads = (size_t)cvf_cpu_plan_threads_for(ctx, sum_tasks(x));
     return cvf_round_up_64(sizeof(float) * COLUMNS_PER_TASK * threads);
 }
 
