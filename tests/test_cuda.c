@@ -1459,6 +1459,34 @@ static void test_mlp(void)
     }
 }
 
+/* The variables that force the Hopper kernel's schedule, and their values when a test that sets
+ * its own set them aside (NULL: unset), so that it gives them back after: test_cuda run whole
+ * under a forcing (CVF_CUDA_SPLITK=7, say) keeps it in the sections after that test. */
+#define SCHEDULE_FORCING_COUNT 3
+static const char *const schedule_forcing[SCHEDULE_FORCING_COUNT] = {"CVF_CUDA_SPLITK", "CVF_CUDA_TILE_N",
+                                                                     "CVF_CUDA_CLUSTER"};
+typedef struct forcing_saved {
+    char *value[SCHEDULE_FORCING_COUNT];
+} forcing_saved;
+
+/* Copies the forcing variables' values and unsets them. */
+static forcing_saved forcing_set_aside(void)
+{
+    forcing_saved saved;
+    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++)
+        saved.value[i] = support_env_take(schedule_forcing[i]);
+    return saved;
+}
+
+/* Gives the forcing variables back the values forcing_set_aside found (unset where there were none). */
+static void forcing_restore(forcing_saved *saved)
+{
+    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++) {
+        support_env_give_back(schedule_forcing[i], saved->value[i]);
+        saved->value[i] = NULL;
+    }
+}
+
 /* ---- the MLP backward plan on CUDA ---------------------------------------------------------- */
 
 /* Checks one kernel of a CUDA plan of the MLP backward: a GEMM is scheduled (engine, tiles) and, as
@@ -1517,41 +1545,17 @@ static void check_plan(cvf_context *ctx, const char *name, int64_t S, int64_t H,
     free(text);
 }
 
-/* Section: the CUDA plans: the ViT-B/16 batch-64 shape on both contexts, and the long-K case. */
+/* Section: the CUDA plans: the ViT-B/16 batch-64 shape on both contexts, and the long-K case. The
+ * plans checked are the planner's own, so a schedule forced for the whole run (CVF_CUDA_SPLITK=7,
+ * say, which cuts every tile) is set aside here and given back after. */
 static void test_mlp_plan(void)
 {
+    forcing_saved saved = forcing_set_aside();
     check_plan(fast_ctx, "cuda", 12608, 768, 3072, CVF_BF16, !quick);
     check_plan(simple_ctx, "cuda simple", 12608, 768, 3072, CVF_BF16, false);
     check_plan(fast_ctx, "cuda", 4099, 256, 512, CVF_BF16, false);
     check_plan(fast_ctx, "cuda", 197, 768, 3072, CVF_F32, false);
-}
-
-/* The variables that force the Hopper kernel's schedule, and their values when a test that sets
- * its own set them aside (NULL: unset), so that it gives them back after: test_cuda run whole
- * under a forcing (CVF_CUDA_SPLITK=7, say) keeps it in the sections after that test. */
-#define SCHEDULE_FORCING_COUNT 3
-static const char *const schedule_forcing[SCHEDULE_FORCING_COUNT] = {"CVF_CUDA_SPLITK", "CVF_CUDA_TILE_N",
-                                                                     "CVF_CUDA_CLUSTER"};
-typedef struct forcing_saved {
-    char *value[SCHEDULE_FORCING_COUNT];
-} forcing_saved;
-
-/* Copies the forcing variables' values and unsets them. */
-static forcing_saved forcing_set_aside(void)
-{
-    forcing_saved saved;
-    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++)
-        saved.value[i] = support_env_take(schedule_forcing[i]);
-    return saved;
-}
-
-/* Gives the forcing variables back the values forcing_set_aside found (unset where there were none). */
-static void forcing_restore(forcing_saved *saved)
-{
-    for (int i = 0; i < SCHEDULE_FORCING_COUNT; i++) {
-        support_env_give_back(schedule_forcing[i], saved->value[i]);
-        saved->value[i] = NULL;
-    }
+    forcing_restore(&saved);
 }
 
 /* Runs case c on the context of our kernels under CVF_CUDA_SPLITK=split (N: stream-K over N units;
