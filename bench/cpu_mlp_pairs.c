@@ -11,7 +11,8 @@
  *   pairs    K1 beside K2-1, then K2-2 beside K2-3 (both need K1's grad_fc1_output), each pair on
  *            two contexts of `first` and threads - first threads, the second GEMM of a pair on a
  *            helper thread
- * Wall time per whole backward: median, minimum, quartiles of `repeat` calls after one untimed.
+ * Wall time per whole backward: median, minimum, quartiles of `repeat` calls after one untimed;
+ * every context's workers are parked after each call, so each way starts from sleeping workers.
  * Not part of the build:
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c build/libcvfuse.a -lpthread -lm \
@@ -129,6 +130,11 @@ int main(int argc, char **argv)
             }
             if (r >= 0)
                 times[way][r] = t;
+            /* no way starts beside another context's workers still spinning from the last one
+             * (the lanes park their own pools at the end of a call) */
+            cvf_context *all[] = {whole, part_a, part_b, on_lanes};
+            for (int c = 0; c < 4; c++)
+                cvf_context_park_threads(all[c]);
         }
     }
     printf("%s S=%lld threads %d (pairs on %d + %d)\n", dtype == CVF_F32 ? "f32" : "bf16", (long long)S,
