@@ -14,8 +14,9 @@
  *
  * Off unless CVF_CPU_LANES=1 when the context is created (and it has 2 threads or more): on the
  * 16-core Xeon host the pairs took as long as the steps one after another (bench/cpu_mlp_pairs.c,
- * PERF.md 2026-12-07, tenth session), so it stays an option. The lane pools are made at the first pair and kept with the context; if they cannot be
- * made, or the helper thread cannot start, the steps run one after another. A context with lanes
+ * PERF.md 2026-12-07, tenth session), so it stays an option. The lane pools are made at the first
+ * pair and kept with the context; if they cannot be made, or the helper thread cannot start, the
+ * steps run one after another. A context with lanes
  * lays out scratch per step, for the whole pool and both lanes (the backward's workspace at S =
  * 2048, H = 768, I = 3072: f32 1.2-1.4x, bf16 2.2-2.3x; PERF.md 2026-12-07), and a weight gradient
  * planned for a lane's threads may differ in its last bits from the same call without lanes
