@@ -1204,12 +1204,13 @@ static bool mlp_outputs_untouched(const mlp_fixture *f)
         const tensor *t = &f->t[n];
         if (!f->specs[n].is_output)
             continue;
-        bool intact = f->specs[n].is_vector ? support_vector_count_poisoned(&t->v) == t->v.view.length &&
-                                                  support_vector_outside_intact(&t->v)
-                                            : support_count_poisoned_in_view(&t->m) == t->m.view.rows * t->m.view.cols &&
-                                                  support_outside_view_intact(&t->m);
-        if (!intact)
+        if (f->specs[n].is_vector) {
+            if (support_vector_count_poisoned(&t->v) != t->v.view.length || !support_vector_outside_intact(&t->v))
+                return false;
+        } else if (support_count_poisoned_in_view(&t->m) != t->m.view.rows * t->m.view.cols ||
+                   !support_outside_view_intact(&t->m)) {
             return false;
+        }
     }
     return true;
 }
