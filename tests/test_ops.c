@@ -3,10 +3,9 @@
  * against the float64 reference device, with outputs poisoned before every call and checked for
  * unwritten elements, writes outside the view, and the per-dtype relative Frobenius tolerance
  * (f32 1e-5, f16 2e-3, bf16 1e-2: the contract, never loosened). Every case runs on CPU contexts
- * of 1 and 2 threads (the MLP also with its steps on lanes, CVF_CPU_LANES=1: 2 + 1 threads, and 1 + 1
- * on exactly the workspace its query gives); column
- * sums (bias_grad, cvf_column_sum, the MLP bias gradients) must be bit-identical across thread
- * counts and repeated runs.
+ * of 1 and 2 threads (the MLP also with its steps on lanes, CVF_CPU_LANES=1: 2 + 1 threads, and
+ * 1 + 1 on exactly the workspace its query gives); column sums (bias_grad, cvf_column_sum, the MLP
+ * bias gradients) must be bit-identical across thread counts and repeated runs.
  *
  * Sections: self-test of the checking tools, known answers, the epilogue x dtype x layout cross
  * product, a shape sweep over tail sizes, degenerate shapes (K = 0, M = 0, N = 0), large shapes,

@@ -68,7 +68,8 @@ size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
 
 /* The MLP's lanes (lanes.c): per-context state, the scratch of a step on any lane, and the step
- * runner that puts independent GEMMs side by side on parts of the threads. */
+ * runner that puts independent GEMMs side by side on parts of the threads (the core asks for the
+ * last two only where cvf_cpu_steps_overlap says the context has lanes). */
 cvf_status cvf_cpu_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
 void cvf_cpu_release(cvf_context *ctx);
 bool cvf_cpu_steps_overlap(const cvf_context *ctx);

@@ -16,11 +16,11 @@
  * 16-core Xeon host the pairs took as long as the steps one after another (bench/cpu_mlp_pairs.c,
  * PERF.md 2026-12-07, tenth session), so it stays an option. The lane pools are made at the first
  * pair and kept with the context; if they cannot be made, or the helper thread cannot start, the
- * steps run one after another. A context with lanes
- * lays out scratch per step, for the whole pool and both lanes (the backward's workspace at S =
- * 2048, H = 768, I = 3072: f32 1.2-1.4x, bf16 2.2-2.3x; PERF.md 2026-12-07), and a weight gradient
- * planned for a lane's threads may differ in its last bits from the same call without lanes
- * (within the contract; the bias-gradient sums do not).
+ * steps run one after another. Without lanes the core runs the steps itself (cvf_cpu_steps_overlap
+ * says no). A context with lanes lays out scratch per step, for the whole pool and both lanes (the
+ * backward's workspace at S = 2048, H = 768, I = 3072: f32 1.2-1.4x, bf16 2.2-2.3x; PERF.md
+ * 2026-12-07), and a weight gradient planned for a lane's threads may differ in its last bits from
+ * the same call without lanes (within the contract; the bias-gradient sums do not).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -104,7 +104,7 @@ static bool is_gemm(const cvf_mlp_step *step)
 size_t cvf_cpu_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
     size_t bytes = 0; /* what a GEMM step needs on either lane (the core adds the whole pool's) */
-    if (cvf_cpu_steps_overlap(ctx) && is_gemm(step))
+    if (is_gemm(step))
         for (int i = 0; i < 2; i++) {
             cvf_context lane = lane_context(ctx, i, NULL);
             size_t need = cvf_cpu_matmul_workspace(&lane, &step->a, &step->b, &step->c, &step->epilogue);
@@ -180,7 +180,6 @@ static void lanes_park(cvf_context *ctx)
 
 cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces)
 {
-    const bool overlap = cvf_cpu_steps_overlap(ctx);
     bool lanes_spinning = false;
     cvf_status status = CVF_STATUS_SUCCESS;
     uint32_t done = 0;
@@ -205,7 +204,7 @@ cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int co
             break;
         }
         /* distinct scratch (a step of no scratch, an empty product, shares its offset: not paired) */
-        if (overlap && gemm[1] >= 0 && workspaces[gemm[0]] != workspaces[gemm[1]] && lanes_ready(ctx)) {
+        if (gemm[1] >= 0 && workspaces[gemm[0]] != workspaces[gemm[1]] && lanes_ready(ctx)) {
             int x = gemm[0], y = gemm[1];
             if (steps[y].info.flops > steps[x].info.flops) {
                 x = gemm[1];
