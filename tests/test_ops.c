@@ -1259,10 +1259,10 @@ static void *mlp_give_callers_workspace(mlp_fixture *f, cvf_context *ctx, bool b
  * pairs wherever S, H and I are nonzero), the forward's chain one step after another; the sums
  * bit-identical to one thread's still. With callers_workspace the context runs on exactly the
  * workspace the query gives (each step's scratch its own under lanes). */
-static void mlp_run_on_lanes(mlp_fixture *f, cvf_context *ctx, int threads, bool backward, bool callers_workspace)
+static void mlp_run_on_lanes(mlp_fixture *f, cvf_context *ctx, bool backward, bool callers_workspace)
 {
     char run[256];
-    snprintf(run, sizeof run, "%s [cpu threads=%d, CVF_CPU_LANES=1%s]", f->label, threads,
+    snprintf(run, sizeof run, "%s [cpu threads=%d, CVF_CPU_LANES=1%s]", f->label, (int)cvf_context_threads(ctx),
              callers_workspace ? ", caller's workspace" : "");
     mlp_poison_outputs(f);
     void *memory = callers_workspace ? mlp_give_callers_workspace(f, ctx, backward, run) : NULL;
@@ -1308,8 +1308,8 @@ static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
                   cvf_context_last_error(cx->cpu[variant])))
             mlp_check(f, run, t == 0);
     }
-    mlp_run_on_lanes(f, cx->lanes[0], 3, backward, false);
-    mlp_run_on_lanes(f, cx->lanes[1], 2, backward, true);
+    mlp_run_on_lanes(f, cx->lanes[0], backward, false);
+    mlp_run_on_lanes(f, cx->lanes[1], backward, true);
 }
 
 /* The MLP forward: fc1_output, gelu_output and output against the reference. */
