@@ -73,9 +73,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [repeat 1..200] [bf16|f32] [threads >= 2] [S] [first 1..threads-1]\n", argv[0]);
         return 2;
     }
+    unsetenv("CVF_CPU_LANES"); /* read when a context is made: off for these three whatever the caller set */
     cvf_context *whole = bench_cpu_context(threads), *part_a = bench_cpu_context(first),
                 *part_b = bench_cpu_context(threads - first);
-    setenv("CVF_CPU_LANES", "1", 1); /* read when a context is made */
+    setenv("CVF_CPU_LANES", "1", 1);
     cvf_context *on_lanes = bench_cpu_context(threads);
     unsetenv("CVF_CPU_LANES");
     static bench_mlp m; /* the epilogues point into it */
