@@ -1,18 +1,18 @@
 /*
  * Does the CPU MLP backward gain from running its independent GEMMs at the same time, each on part
  * of the threads? (issue 15: at 16 threads each step's parallel efficiency is well under one.) The
- * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in four ways, in one process, on the same
+ * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in three ways, in one process, on the same
  * tensors, the ways taking turns call by call:
  *   library  cvf_mlp_backward on one context of `threads` threads (also K3's column sums), its steps
  *            one after another on all the threads (the default)
- *   lanes    the same on a context made under CVF_CPU_LANES=1: the library's own pairs
- *            (src/cpu/lanes.c), on lanes of threads - threads/2 and threads/2
  *   serial   K1, K2-1, K2-2, K2-3 one after another on that context
  *   pairs    K1 beside K2-1, then K2-2 beside K2-3 (both need K1's grad_fc1_output), each pair on
  *            two contexts of `first` and threads - first threads, the second GEMM of a pair on a
  *            helper thread
  * Wall time per whole backward: median, minimum, quartiles of `repeat` calls after one untimed;
  * every context's workers are parked after each call, so each way starts from sleeping workers.
+ * (The library ran such pairs itself under CVF_CPU_LANES=1 until they were measured no faster on
+ * the 16-core host, docs/PERF.md 2026-12-07.)
  * Not part of the build:
  *
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c build/libcvfuse.a -lpthread -lm \
@@ -73,12 +73,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: %s [repeat 1..200] [bf16|f32] [threads >= 2] [S] [first 1..threads-1]\n", argv[0]);
         return 2;
     }
-    unsetenv("CVF_CPU_LANES"); /* read when a context is made: off for these three whatever the caller set */
     cvf_context *whole = bench_cpu_context(threads), *part_a = bench_cpu_context(first),
                 *part_b = bench_cpu_context(threads - first);
-    setenv("CVF_CPU_LANES", "1", 1);
-    cvf_context *on_lanes = bench_cpu_context(threads);
-    unsetenv("CVF_CPU_LANES");
     static bench_mlp m; /* the epilogues point into it */
     bench_mlp_make(&m, dtype, S, H, I);
     gemm_call steps[4];
@@ -98,7 +94,7 @@ int main(int argc, char **argv)
     args.grad_fc1_bias = m.grad_fc1_bias;
     args.grad_fc2_weight = m.grad_fc2_weight;
     args.grad_fc2_bias = m.grad_fc2_bias;
-    enum { WAYS = 4 };
+    enum { WAYS = 3 };
     double *times[WAYS];
     for (int w = 0; w < WAYS; w++)
         times[w] = calloc((size_t)repeat, sizeof(double));
@@ -109,8 +105,6 @@ int main(int argc, char **argv)
             int ok = 1;
             if (way == 0) {
                 ok = cvf_mlp_backward(whole, &args) == CVF_STATUS_SUCCESS;
-            } else if (way == 3) {
-                ok = cvf_mlp_backward(on_lanes, &args) == CVF_STATUS_SUCCESS;
             } else if (way == 1) {
                 for (int s = 0; s < 4 && ok; s++) {
                     steps[s].ctx = whole;
@@ -124,17 +118,15 @@ int main(int argc, char **argv)
             }
             const double t = bench_seconds(CLOCK_MONOTONIC) - start;
             if (!ok) {
-                fprintf(stderr, "way %d failed: %s / %s / %s / %s\n", way, cvf_context_last_error(whole),
-                        cvf_context_last_error(part_a), cvf_context_last_error(part_b),
-                        cvf_context_last_error(on_lanes));
+                fprintf(stderr, "way %d failed: %s / %s / %s\n", way, cvf_context_last_error(whole),
+                        cvf_context_last_error(part_a), cvf_context_last_error(part_b));
                 return 1;
             }
             if (r >= 0)
                 times[way][r] = t;
-            /* no way starts beside another context's workers still spinning from the last one
-             * (the lanes park their own pools at the end of a call) */
-            cvf_context *all[] = {whole, part_a, part_b, on_lanes};
-            for (int c = 0; c < 4; c++)
+            /* no way starts beside another context's workers still spinning from the last one */
+            cvf_context *all[] = {whole, part_a, part_b};
+            for (int c = 0; c < 3; c++)
                 cvf_context_park_threads(all[c]);
         }
     }
@@ -143,10 +135,8 @@ int main(int argc, char **argv)
     report("library", times[0], repeat);
     report("serial", times[1], repeat);
     report("pairs", times[2], repeat);
-    report("lanes", times[3], repeat);
     cvf_context_destroy(whole);
     cvf_context_destroy(part_a);
     cvf_context_destroy(part_b);
-    cvf_context_destroy(on_lanes);
     return 0;
 }

@@ -3,9 +3,9 @@
  * against the float64 reference device, with outputs poisoned before every call and checked for
  * unwritten elements, writes outside the view, and the per-dtype relative Frobenius tolerance
  * (f32 1e-5, f16 2e-3, bf16 1e-2: the contract, never loosened). Every case runs on CPU contexts
- * of 1 and 2 threads (the MLP also with its steps on lanes, CVF_CPU_LANES=1: 2 + 1 threads, and
- * 1 + 1 on exactly the workspace its query gives); column sums (bias_grad, cvf_column_sum, the MLP
- * bias gradients) must be bit-identical across thread counts and repeated runs.
+ * of 1 and 2 threads (the MLP also on exactly the workspace its query gives); column sums
+ * (bias_grad, cvf_column_sum, the MLP bias gradients) must be bit-identical across thread counts
+ * and repeated runs.
  *
  * Sections: self-test of the checking tools, known answers, the epilogue x dtype x layout cross
  * product, a shape sweep over tail sizes, degenerate shapes (K = 0, M = 0, N = 0), large shapes,
@@ -35,8 +35,6 @@
 typedef struct contexts {
     cvf_context *reference;
     cvf_context *cpu[3]; /* 1, 2 and 3 worker threads */
-    cvf_context *lanes[2]; /* 3 and 2 threads, made under CVF_CPU_LANES=1: the MLP's steps on lanes of
-                              2 + 1 and 1 + 1 */
 } contexts;
 
 /* Thread counts of the CPU contexts. */
@@ -1228,8 +1226,8 @@ static cvf_status mlp_workspace_size(const mlp_fixture *f, cvf_context *ctx, boo
 }
 
 /* Gives ctx caller-owned workspace of the size the MLP call of f asks on it, after checking that
- * 256 bytes less is refused (WORKSPACE_TOO_SMALL, every output still poisoned). Returns the
- * memory (NULL where none is needed or the checks failed); the caller frees it after
+ * one byte less is refused (WORKSPACE_TOO_SMALL, every output still poisoned). Returns the memory
+ * (NULL where the call needs none or the checks failed); the caller frees it after
  * cvf_context_set_workspace(ctx, NULL, 0). */
 static void *mlp_give_callers_workspace(mlp_fixture *f, cvf_context *ctx, bool backward, const char *run)
 {
@@ -1242,44 +1240,38 @@ static void *mlp_give_callers_workspace(mlp_fixture *f, cvf_context *ctx, bool b
     void *memory = aligned_alloc(256, (need + 255) / 256 * 256);
     if (!CHECK(memory != NULL, "%s: out of memory", run))
         return NULL;
-    if (need > 256) {
-        cvf_context_set_workspace(ctx, memory, need - 256);
+    if (need > 1) {
+        cvf_context_set_workspace(ctx, memory, need - 1);
         status = mlp_call(f, ctx, backward, false);
-        CHECK(status == CVF_STATUS_WORKSPACE_TOO_SMALL, "%s: 256 bytes short of the query returned %s", run,
+        CHECK(status == CVF_STATUS_WORKSPACE_TOO_SMALL, "%s: one byte short of the query returned %s", run,
               cvf_status_string(status));
         CHECK(mlp_outputs_untouched(f), "%s: a workspace too small still wrote an output", run);
     }
-    CHECK(cvf_context_set_workspace(ctx, memory, need) == CVF_STATUS_SUCCESS, "%s: set_workspace: %s", run,
-          cvf_context_last_error(ctx));
+    if (!CHECK(cvf_context_set_workspace(ctx, memory, need) == CVF_STATUS_SUCCESS, "%s: set_workspace: %s", run,
+               cvf_context_last_error(ctx))) {
+        free(memory);
+        return NULL;
+    }
     return memory;
 }
 
-/* Runs the fixture on a context made under CVF_CPU_LANES=1 (src/cpu/lanes.c) and checks it: the
- * backward's independent GEMMs side by side on two lanes (K1 beside K2-1, K2-2 beside K2-3: two
- * pairs wherever S, H and I are nonzero), the forward's chain one step after another; the sums
- * bit-identical to one thread's still. With callers_workspace the context runs on exactly the
- * workspace the query gives (each step's scratch its own under lanes). */
-static void mlp_run_on_lanes(mlp_fixture *f, cvf_context *ctx, bool backward, bool callers_workspace)
+/* Runs the fixture on ctx with caller-owned workspace of exactly the size its query gives (after
+ * checking that one byte less is refused with every output untouched) and checks it; a call that
+ * needs no workspace has nothing to add to the runs on the context's own. */
+static void mlp_run_on_callers_workspace(mlp_fixture *f, cvf_context *ctx, bool backward)
 {
     char run[256];
-    snprintf(run, sizeof run, "%s [cpu threads=%d, CVF_CPU_LANES=1%s]", f->label, (int)cvf_context_threads(ctx),
-             callers_workspace ? ", caller's workspace" : "");
+    snprintf(run, sizeof run, "%s [cpu threads=%d, caller's workspace]", f->label, (int)cvf_context_threads(ctx));
     mlp_poison_outputs(f);
-    void *memory = callers_workspace ? mlp_give_callers_workspace(f, ctx, backward, run) : NULL;
-    const int64_t pairs_before = cvf_cpu_lanes_pairs(ctx);
+    void *memory = mlp_give_callers_workspace(f, ctx, backward, run);
+    if (!memory)
+        return;
     cvf_status status = mlp_call(f, ctx, backward, false);
     if (CHECK(status == CVF_STATUS_SUCCESS, "%s: returned %s: %s", run, cvf_status_string(status),
               cvf_context_last_error(ctx)))
         mlp_check(f, run, false);
-    const cvf_matrix *fc1 = backward ? &f->t[BW_FC1].m.view : &f->t[FW_FC1].m.view;
-    const int64_t pairs = cvf_cpu_lanes_pairs(ctx) - pairs_before;
-    if (!backward || fc1->rows * fc1->cols > 0)
-        CHECK(pairs == (backward ? 2 : 0), "%s: ran %lld pairs of steps on the lanes, expected %d", run,
-              (long long)pairs, backward ? 2 : 0);
-    if (memory != NULL) {
-        cvf_context_set_workspace(ctx, NULL, 0);
-        free(memory);
-    }
+    cvf_context_set_workspace(ctx, NULL, 0);
+    free(memory);
 }
 
 /* Runs the prepared fixture on the reference (answers into the f64 twins), then on the CPU
@@ -1308,8 +1300,7 @@ static void mlp_run_all(const contexts *cx, mlp_fixture *f, bool backward)
                   cvf_context_last_error(cx->cpu[variant])))
             mlp_check(f, run, t == 0);
     }
-    mlp_run_on_lanes(f, cx->lanes[0], backward, false);
-    mlp_run_on_lanes(f, cx->lanes[1], backward, true);
+    mlp_run_on_callers_workspace(f, cx->cpu[1], backward);
 }
 
 /* The MLP forward: fc1_output, gelu_output and output against the reference. */
@@ -1592,15 +1583,7 @@ static int contexts_create(contexts *cx)
         CHECK(cvf_context_threads(cx->cpu[t]) == cpu_threads[t], "context asked for %d threads runs %d",
               (int)cpu_threads[t], (int)cvf_context_threads(cx->cpu[t]));
     }
-    /* CVF_CPU_LANES is read when a context is made: set for this one alone, the caller's value kept */
-    char *saved = support_env_override("CVF_CPU_LANES", "1");
-    cvf_status status = CVF_STATUS_SUCCESS;
-    for (int l = 0; l < 2 && status == CVF_STATUS_SUCCESS; l++) {
-        cvf_context_options lanes = {CVF_DEVICE_CPU, 3 - l, 0, NULL};
-        status = cvf_context_create(&lanes, &cx->lanes[l]);
-    }
-    support_env_give_back("CVF_CPU_LANES", saved);
-    return status == CVF_STATUS_SUCCESS ? 0 : -1;
+    return 0;
 }
 
 /* Destroys the contexts. */
@@ -1609,8 +1592,6 @@ static void contexts_destroy(contexts *cx)
     cvf_context_destroy(cx->reference);
     for (int t = 0; t < CPU_ALL_VARIANTS; t++)
         cvf_context_destroy(cx->cpu[t]);
-    cvf_context_destroy(cx->lanes[0]);
-    cvf_context_destroy(cx->lanes[1]);
 }
 
 /* Runs one section and prints its time and the checks it added. */

@@ -77,15 +77,6 @@ typedef struct cvf_backend {
      * same time). Optional: NULL runs the steps one after another through matmul / column_sum
      * with one shared scratch. */
     cvf_status (*run_steps)(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
-    /* Whether run_steps runs ctx's steps, and so may run two at the same time (each then gets
-     * scratch of its own). Where it says no, the core runs them one after another with one shared
-     * scratch, as without run_steps. Optional: NULL means yes, wherever run_steps is set. */
-    bool (*steps_overlap)(const cvf_context *ctx);
-    /* The scratch run_steps may need for one step beyond what matmul_workspace / column_sum_workspace
-     * give on ctx (it may run a step on part of the context's threads, which may need more than the
-     * whole pool would); the core takes the larger, where run_steps runs the steps. Optional: NULL,
-     * nothing beyond. */
-    size_t (*step_workspace)(const cvf_context *ctx, const cvf_mlp_step *step);
     /* Tensor parallelism over NCCL (args.tp.nccl_comm). All three NULL: the backend has no
      * communicator (a tensor-parallel call then runs in partial mode only). */
     /* Checks a caller's communicator without communicating: its size and rank are tp's, its GPU

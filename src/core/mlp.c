@@ -320,31 +320,13 @@ static cvf_status check_backward(cvf_context *ctx, const cvf_mlp_backward_args *
     return status == CVF_STATUS_SUCCESS ? validate_backward(ctx, args, dims) : status;
 }
 
-/* A step's scratch on ctx's whole pool. */
-static size_t step_workspace_on_ctx(const cvf_context *ctx, const cvf_mlp_step *step)
+size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
 {
     if (step->info.kind == CVF_KERNEL_ALL_REDUCE)
         return 0;
     if (step->info.kind == CVF_KERNEL_REDUCTION)
         return ctx->backend->column_sum_workspace(ctx, &step->a);
     return ctx->backend->matmul_workspace(ctx, &step->a, &step->b, &step->c, &step->epilogue);
-}
-
-/* Whether the backend's run_steps runs ctx's steps (each with scratch of its own), rather than the
- * core one after another on one shared scratch. */
-static bool backend_runs_steps(const cvf_context *ctx)
-{
-    const cvf_backend *be = ctx->backend;
-    return be->run_steps != NULL && (!be->steps_overlap || be->steps_overlap(ctx));
-}
-
-size_t cvf_mlp_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step)
-{
-    const size_t bytes = step_workspace_on_ctx(ctx, step);
-    if (!ctx->backend->step_workspace || !backend_runs_steps(ctx))
-        return bytes;
-    const size_t run_steps_bytes = ctx->backend->step_workspace(ctx, step);
-    return run_steps_bytes > bytes ? run_steps_bytes : bytes;
 }
 
 void cvf_mlp_step_failed(cvf_context *ctx, const cvf_mlp_step *step)
@@ -404,7 +386,7 @@ static int compose_forward(const void *args, mlp_layout *l)
 /* Sizes the scratch of l's steps after the intermediate; SIZE_OVERFLOW when it cannot be. */
 static cvf_status size_layout(cvf_context *ctx, mlp_layout *l)
 {
-    const bool separate = backend_runs_steps(ctx);
+    const bool separate = ctx->backend->run_steps != NULL;
     size_t total = l->held, shared = 0;
     for (int i = 0; i < l->count; i++) {
         size_t bytes = cvf_round_up_256(cvf_mlp_step_workspace(ctx, &l->steps[i]));
@@ -441,7 +423,7 @@ static cvf_status run_layout(cvf_context *ctx, const void *args, compose_fn comp
     void *pieces[CVF_PLAN_MAX_KERNELS];
     for (int i = 0; i < l->count; i++)
         pieces[i] = workspace ? (char *)workspace + l->scratch[i] : NULL;
-    if (backend_runs_steps(ctx))
+    if (ctx->backend->run_steps)
         return ctx->backend->run_steps(ctx, l->steps, l->count, pieces);
     for (int i = 0; i < l->count; i++) {
         cvf_status status = cvf_mlp_run_step(ctx, &l->steps[i], pieces[i]);

@@ -243,11 +243,6 @@ int32_t cvf_threadpool_sleepers(const cvf_threadpool *pool)
     return (int32_t)atomic_load_explicit(&pool->sleepers, memory_order_relaxed);
 }
 
-int64_t cvf_threadpool_spin_ns(const cvf_threadpool *pool)
-{
-    return pool->spin_ns;
-}
-
 int32_t cvf_threadpool_threads_for(const cvf_threadpool *pool, int64_t count)
 {
     int32_t usable = pool->started + 1; /* the caller, and the workers that did start */

@@ -29,13 +29,10 @@ void cvf_threadpool_destroy(cvf_threadpool *pool);
 /* Returns the number of threads, the caller included. */
 int32_t cvf_threadpool_size(const cvf_threadpool *pool);
 
-/* Returns the spin time the pool was created with (nanoseconds). */
-int64_t cvf_threadpool_spin_ns(const cvf_threadpool *pool);
-
 /* Ends the spinning of the idle workers: they sleep until the next job of two or more threads
  * (which wakes them), those still finishing the last job as soon as they are done. Call between
  * jobs, never during one: from the thread that runs them, or from another one ordered after the
- * last job (the CPU's lanes park a pool that a joined helper thread drove). */
+ * last job. */
 void cvf_threadpool_park(cvf_threadpool *pool);
 
 /* Returns how many workers are asleep waiting for a job right now (a snapshot, for tests). */

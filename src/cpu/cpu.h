@@ -3,6 +3,7 @@
 #define CVF_CPU_CPU_H
 
 #include "core/internal.h"
+#include "core/threadpool.h"
 
 /* Bytes of workspace cvf_cpu_matmul needs for this output and epilogue; see gemm.c. */
 size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
@@ -45,20 +46,17 @@ typedef struct cvf_cpu_plan_info {
 cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
                                         const cvf_matrix *c, const cvf_epilogue *ep);
 
-/* The threads a CPU call plans for: the context's count (its pool's size), read instead of the pool
- * so that a call can be planned for part of the threads (the MLP's lanes, lanes.c) before that
- * part's pool exists; at least 1. */
+/* The threads a CPU call plans for: the size of the context's pool, the caller included. */
 static inline int32_t cvf_cpu_plan_threads(const cvf_context *ctx)
 {
-    return ctx->threads > 0 ? ctx->threads : 1;
+    return cvf_threadpool_size(ctx->pool);
 }
 
-/* The threads cvf_threadpool_run gives count tasks on a pool of the planned size: min(threads,
- * count), 0 for no tasks (the rule of cvf_threadpool_threads_for). */
+/* The threads cvf_threadpool_run gives count tasks on the context's pool: min(threads, count), 0 for
+ * no tasks. */
 static inline int32_t cvf_cpu_plan_threads_for(const cvf_context *ctx, int64_t count)
 {
-    const int32_t threads = cvf_cpu_plan_threads(ctx);
-    return count <= 0 ? 0 : count < threads ? (int32_t)count : threads;
+    return cvf_threadpool_threads_for(ctx->pool, count);
 }
 
 /* Bytes of workspace cvf_cpu_column_sum needs; see reduce.c. */
@@ -66,15 +64,5 @@ size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x)
 
 /* out = column sums of x on validated views, with cvf_cpu_column_sum_workspace bytes of workspace. */
 cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_vector *out, void *workspace);
-
-/* The MLP's lanes (lanes.c): per-context state, the scratch of a step on any lane, and the step
- * runner that puts independent GEMMs side by side on parts of the threads (the core asks for the
- * last two only where cvf_cpu_steps_overlap says the context has lanes). */
-cvf_status cvf_cpu_init(cvf_context *ctx, const cvf_context_options *options, char *why, size_t size);
-void cvf_cpu_release(cvf_context *ctx);
-bool cvf_cpu_steps_overlap(const cvf_context *ctx);
-int64_t cvf_cpu_lanes_pairs(const cvf_context *ctx); /* pairs run on ctx's lanes so far (tests) */
-size_t cvf_cpu_step_workspace(const cvf_context *ctx, const cvf_mlp_step *step);
-cvf_status cvf_cpu_run_steps(cvf_context *ctx, const cvf_mlp_step *steps, int count, void *const *workspaces);
 
 #endif /* CVF_CPU_CPU_H */

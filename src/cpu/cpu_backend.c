@@ -34,9 +34,4 @@ const cvf_backend cvf_cpu_backend = {
     .column_sum_workspace = cvf_cpu_column_sum_workspace,
     .column_sum = cvf_cpu_column_sum,
     .mlp_intermediate_dtype = cpu_mlp_intermediate_dtype,
-    .init = cvf_cpu_init,
-    .release = cvf_cpu_release,
-    .steps_overlap = cvf_cpu_steps_overlap,
-    .step_workspace = cvf_cpu_step_workspace,
-    .run_steps = cvf_cpu_run_steps,
 };
