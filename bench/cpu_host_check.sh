@@ -296,8 +296,9 @@ if ! skip spin; then
 fi
 
 # ---- issue 15: the backward's independent GEMMs at the same time (bench/cpu_mlp_pairs.c, built here):
-# cvf_mlp_backward as it runs, its four GEMMs one after another, and K1 beside K2-1 then K2-2 beside K2-3 on two contexts that share the
-# threads, the ways taking turns in one process; bf16 and f32 at S = 2048, many threads cut in half
+# cvf_mlp_backward as it runs, its four GEMMs one after another (also followed by K3's column sums),
+# and K1 beside K2-1 then K2-2 beside K2-3 on two contexts that share the threads, the ways taking
+# turns in one process; bf16 and f32 at S = 2048, many threads cut in half
 # and 10 + 6 (K1's epilogue is the heavier), and at S = 256 cut in half, BLOCK_ROUNDS rounds ----
 if ! skip pairs; then
     if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c "$BUILD/libcvfuse.a" -lpthread -lm \

@@ -1,11 +1,13 @@
 /*
  * Does the CPU MLP backward gain from running its independent GEMMs at the same time, each on part
  * of the threads? (issue 15: at 16 threads each step's parallel efficiency is well under one.) The
- * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in three ways, in one process, on the same
+ * four GEMMs of bench/cpu_mlp_steps.c, S x 768 x 3072, in four ways, in one process, on the same
  * tensors, the ways taking turns call by call:
  *   library  cvf_mlp_backward on one context of `threads` threads (also K3's column sums), its steps
  *            one after another on all the threads (the default)
  *   serial   K1, K2-1, K2-2, K2-3 one after another on that context
+ *   serial+K3  the same, then K3's column sums (cvf_column_sum): the library's work through the
+ *            public calls, so that library - serial+K3 is what the library adds around its steps
  *   pairs    K1 beside K2-1, then K2-2 beside K2-3 (both need K1's grad_fc1_output), each pair on
  *            two contexts of `first` and threads - first threads, the second GEMM of a pair on a
  *            helper thread
@@ -58,7 +60,7 @@ static int run_pair(gemm_call *x, gemm_call *y)
 static void report(const char *name, double *t, int repeat)
 {
     bench_sort(t, repeat);
-    printf("%-8s %8.2f ms  min %8.2f  q1 %8.2f  q3 %8.2f  max %8.2f\n", name, t[repeat / 2] * 1e3, t[0] * 1e3,
+    printf("%-9s %8.2f ms  min %8.2f  q1 %8.2f  q3 %8.2f  max %8.2f\n", name, t[repeat / 2] * 1e3, t[0] * 1e3,
            t[repeat / 4] * 1e3, t[3 * repeat / 4] * 1e3, t[repeat - 1] * 1e3);
 }
 
@@ -94,7 +96,7 @@ int main(int argc, char **argv)
     args.grad_fc1_bias = m.grad_fc1_bias;
     args.grad_fc2_weight = m.grad_fc2_weight;
     args.grad_fc2_bias = m.grad_fc2_bias;
-    enum { WAYS = 3 };
+    enum { WAYS = 4 };
     double *times[WAYS];
     for (int w = 0; w < WAYS; w++)
         times[w] = calloc((size_t)repeat, sizeof(double));
@@ -105,12 +107,14 @@ int main(int argc, char **argv)
             int ok = 1;
             if (way == 0) {
                 ok = cvf_mlp_backward(whole, &args) == CVF_STATUS_SUCCESS;
-            } else if (way == 1) {
+            } else if (way == 1 || way == 3) {
                 for (int s = 0; s < 4 && ok; s++) {
                     steps[s].ctx = whole;
                     run_gemm(&steps[s]);
                     ok = steps[s].status == CVF_STATUS_SUCCESS;
                 }
+                if (ok && way == 3)
+                    ok = cvf_column_sum(whole, &m.grad_output, &m.grad_fc2_bias) == CVF_STATUS_SUCCESS;
             } else {
                 steps[0].ctx = steps[2].ctx = part_a;
                 steps[1].ctx = steps[3].ctx = part_b;
@@ -135,6 +139,7 @@ int main(int argc, char **argv)
     report("library", times[0], repeat);
     report("serial", times[1], repeat);
     report("pairs", times[2], repeat);
+    report("serial+K3", times[3], repeat);
     cvf_context_destroy(whole);
     cvf_context_destroy(part_a);
     cvf_context_destroy(part_b);
