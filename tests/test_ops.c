@@ -620,7 +620,9 @@ static void run_column_sum_case(const contexts *cx, const column_sum_case *c)
 /* cvf_column_sum over dtypes, shapes (rows 0 included) and layouts. */
 static void test_column_sum(const contexts *cx)
 {
-    static const int64_t shapes[][2] = {{1, 1}, {7, 3}, {64, 65}, {257, 31}, {0, 5}, {5, 0}, {300, 129}, {2, 257}};
+    /* rows past 256 are summed in parts (reduce.c): 257, 300 and 1000 rows take two, two and four */
+    static const int64_t shapes[][2] = {{1, 1}, {7, 3},     {64, 65}, {257, 31},   {0, 5},
+                                        {5, 0}, {300, 129}, {2, 257}, {1000, 513}, {512, 0}};
     static const cvf_dtype outs[] = {CVF_F32, CVF_F16, CVF_BF16};
     uint64_t seed = 40000;
     for (size_t s = 0; s < ARRAY_SIZE(shapes); s++)
