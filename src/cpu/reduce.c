@@ -99,6 +99,8 @@ cvf_status cvf_cpu_column_sum(cvf_context *ctx, const cvf_matrix *x, const cvf_v
 {
     sum_job job = {x, out, 0, 0, workspace, NULL};
     sum_shape(x, &job.blocks, &job.parts);
+    if (job.blocks == 0) /* no columns: nothing to sum or store (and maybe no workspace) */
+        return CVF_STATUS_SUCCESS;
     if (job.parts > 1)
         job.partials = (double *)((char *)workspace + runs_bytes(ctx, job.blocks, job.parts));
     cvf_threadpool_run(ctx->pool, job.blocks * job.parts, sum_task, &job);
