@@ -6,11 +6,11 @@
  *   library  cvf_mlp_backward on one context of `threads` threads (also K3's column sums), its steps
  *            one after another on all the threads (the default)
  *   serial   K1, K2-1, K2-2, K2-3 one after another on that context
- *   serial+K3  the same, then K3's column sums (cvf_column_sum): the library's work through the
- *            public calls, so that library - serial+K3 is what the library adds around its steps
  *   pairs    K1 beside K2-1, then K2-2 beside K2-3 (both need K1's grad_fc1_output), each pair on
  *            two contexts of `first` and threads - first threads, the second GEMM of a pair on a
  *            helper thread
+ *   serial+K3  the serial way, then K3's column sums (cvf_column_sum): the library's work through the
+ *            public calls, so that library - serial+K3 is what the library adds around its steps
  * Wall time per whole backward: median, minimum, quartiles of `repeat` calls after one untimed;
  * every context's workers are parked after each call, so each way starts from sleeping workers.
  * (The library ran such pairs itself under CVF_CPU_LANES=1 until they were measured no faster on
