@@ -3,7 +3,6 @@
 #define CVF_CPU_CPU_H
 
 #include "core/internal.h"
-#include "core/threadpool.h"
 
 /* Bytes of workspace cvf_cpu_matmul needs for this output and epilogue; see gemm.c. */
 size_t cvf_cpu_matmul_workspace(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b, const cvf_matrix *c,
@@ -45,19 +44,6 @@ typedef struct cvf_cpu_plan_info {
 /* The plan cvf_cpu_matmul would make for these validated views on ctx (nothing is run). */
 cvf_cpu_plan_info cvf_cpu_plan_describe(const cvf_context *ctx, const cvf_matrix *a, const cvf_matrix *b,
                                         const cvf_matrix *c, const cvf_epilogue *ep);
-
-/* The threads a CPU call plans for: the size of the context's pool, the caller included. */
-static inline int32_t cvf_cpu_plan_threads(const cvf_context *ctx)
-{
-    return cvf_threadpool_size(ctx->pool);
-}
-
-/* The threads cvf_threadpool_run gives count tasks on the context's pool: min(threads, count), 0 for
- * no tasks. */
-static inline int32_t cvf_cpu_plan_threads_for(const cvf_context *ctx, int64_t count)
-{
-    return cvf_threadpool_threads_for(ctx->pool, count);
-}
 
 /* Bytes of workspace cvf_cpu_column_sum needs; see reduce.c. */
 size_t cvf_cpu_column_sum_workspace(const cvf_context *ctx, const cvf_matrix *x);

@@ -514,7 +514,7 @@ static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, con
                               const cvf_matrix *c)
 {
     if (cfg->forced.kc > 0) /* forced (test) blocks: every thread, so small shapes exercise them all */
-        return cvf_cpu_plan_threads(ctx);
+        return cvf_threadpool_size(ctx->pool);
     double m = (double)c->rows, n = (double)c->cols, k = (double)(a->cols > 0 ? a->cols : 1);
     double flops = 2.0 * m * n * k;
     double bytes = m * k * (double)cvf_dtype_size(a->dtype) + k * n * (double)cvf_dtype_size(b->dtype) +
@@ -522,7 +522,7 @@ static int32_t useful_threads(const cvf_context *ctx, const cpu_config *cfg, con
     double threads = flops / FLOPS_PER_THREAD;
     if (bytes / BYTES_PER_THREAD > threads)
         threads = bytes / BYTES_PER_THREAD;
-    int32_t pool = cvf_cpu_plan_threads(ctx);
+    int32_t pool = cvf_threadpool_size(ctx->pool);
     return threads < 1.0 ? 1 : threads > (double)pool ? pool : (int32_t)threads;
 }
 
@@ -583,7 +583,7 @@ static void plan_direct(gemm_plan *plan, const cvf_context *ctx, const cpu_confi
     plan->jr_chunks = 1;
     plan->splits = 1;
     plan->daz = cfg->kernels_daz; /* the level's fp32 FMAs */
-    plan->threads = (int32_t)min64(useful, cvf_cpu_plan_threads_for(ctx, plan->row_tiles));
+    plan->threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, plan->row_tiles));
     lay_out_workspace(plan, ep);
 }
 
@@ -644,7 +644,7 @@ static void make_plan(gemm_plan *plan, const cvf_context *ctx, const cvf_matrix 
     plan->packers = min64(4 * (int64_t)useful, ceil_div(plan->nc, plan->nr));
     /* the stream tiles run their own tasks (and pack nothing): the threads their chunks were cut for */
     int64_t runnable = plan->stream ? plan->stream_slices * plan->stream_chunks : max64(tasks, plan->packers);
-    plan->threads = (int32_t)min64(useful, cvf_cpu_plan_threads_for(ctx, runnable));
+    plan->threads = (int32_t)min64(useful, cvf_threadpool_threads_for(ctx->pool, runnable));
 
     /* a plain f32 product accumulates its passes in C: no fp32 block to write, read back and copy
      * (the copy cost 9% of a 2048 x 3072 x 768 product on one thread) */

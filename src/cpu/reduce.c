@@ -83,7 +83,7 @@ static void sum_shape(const cvf_matrix *x, int64_t *blocks, int64_t *parts)
 /* Bytes of the per-thread runs, where the partial sums start. */
 static size_t runs_bytes(const cvf_context *ctx, int64_t blocks, int64_t parts)
 {
-    const size_t threads = (size_t)cvf_cpu_plan_threads_for(ctx, blocks * parts);
+    const size_t threads = (size_t)cvf_threadpool_threads_for(ctx->pool, blocks * parts);
     return cvf_round_up_64(sizeof(float) * COLUMNS_PER_TASK * threads);
 }
 
