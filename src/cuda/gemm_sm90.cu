@@ -540,6 +540,11 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     p.partials = partials;
     p.lean = lean_recipe(&p, a->dtype, c, ep);
     p.lean |= epilogue_beside(&p, ep);
+    /* the epilogue warps' aux_in boxes: aux_in's map (boxes of C's geometry) in the slot of
+     * aux_out's, which the GELU' recipes never have; without it, the recipe runs in the consumers */
+    if ((p.lean & LEAN_WARPS) && !encode_cached(ctx, &maps[3], dt, ep->aux_in->data, ep->aux_in->cols, ep->aux_in->rows,
+                                                ep->aux_in->row_stride, CHUNK, 32))
+        p.lean &= ~LEAN_WARPS;
     cvf_cuda_state_of(ctx)->last_lean = p.lean;
     /* (the workspace after the partials holds the exchange whenever the schedule cuts tiles: it is
      * sized by the schedule of the product alone, which cuts at least as much as any launch's) */

@@ -77,10 +77,22 @@ struct tile_cfg {
     static_assert(HANDOFF || SLOTS >= 4, "output staging");
     static_assert(SMEM_BYTES <= SMEM_LIMIT, "shared memory");
 };
+/* The epilogue warpgroup's kernel (EPI_WARPGROUP) adds, after the handoff kernels' layout, one
+ * aux_in box per epilogue warp (a chunk of 64 rows x 32 columns in the C boxes' geometry, its two
+ * halves loaded by TMA half a chunk ahead: aux_box) and the halves' mbarriers: the offsets from the
+ * 1 KB aligned base. */
+constexpr int EW_WARPS = 4;
+struct ew_layout {
+    static constexpr int USED = tile_cfg<BN_MAX, true>::SMEM_BYTES - 1024; /* ring, handoffs, barriers */
+    static constexpr int BARS = (USED + 7) / 8 * 8;
+    static constexpr int BOXES = (BARS + EW_WARPS * 16 + 1023) / 1024 * 1024;
+    static constexpr int SMEM_BYTES = 1024 + BOXES + EW_WARPS * SLOT_BYTES;
+    static_assert(SMEM_BYTES <= SMEM_LIMIT, "shared memory");
+};
 /* The most shared memory any width takes (the device must offer it). */
 constexpr int SMEM_BYTES_MAX =
     max_int(max_int(tile_cfg<128>::SMEM_BYTES, tile_cfg<192>::SMEM_BYTES),
-            max_int(tile_cfg<256>::SMEM_BYTES, tile_cfg<256, true>::SMEM_BYTES));
+            max_int(max_int(tile_cfg<256>::SMEM_BYTES, tile_cfg<256, true>::SMEM_BYTES), ew_layout::SMEM_BYTES));
 static_assert(SMEM_BYTES_MAX <= SMEM_LIMIT, "shared memory");
 /* An exchange slot: the accumulators of a whole tile of the widest width (narrower ones use the
  * start of it); within it, consumer warpgroup wg's half at wg x 128 x R. */
@@ -1621,15 +1633,65 @@ __device__ __forceinline__ uint32_t word_of(const uint4 &v, int w)
     return w == 0 ? v.x : w == 1 ? v.y : w == 2 ? v.z : v.w;
 }
 
+/* One 16-byte unit of an epilogue warp's chunk (ew_chunk, ew_chunk_boxed): the rounded product in
+ * cell (8 values of row `row`), aux_in's 8 values in a; C's 16-bit values written back in place
+ * and, with sums, added to s8 (unit i of the chunk: the first sets it). INSIDE: row is in the
+ * matrix. */
+template <int DT, bool INSIDE>
+__device__ __forceinline__ void ew_unit(const sm90_params &p, uint4 *cell, const uint4 &a, int64_t row, int i,
+                                        bool sums, float (&s8)[8])
+{
+    const uint4 v = *cell;
+    float x[8], y[8];
+    uint32_t out[4];
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        x[q] = unpack_pair<DT>(word_of(a, q / 2), q % 2);
+    dev_gelu_derivative_n(x, y);
+#pragma unroll
+    for (int q = 0; q < 8; q++)
+        y[q] *= unpack_pair<DT>(word_of(v, q / 2), q % 2);
+#pragma unroll
+    for (int w = 0; w < 4; w++)
+        out[w] = pack_pair<DT, false>(y[2 * w], y[2 * w + 1]);
+    *cell = make_uint4(out[0], out[1], out[2], out[3]);
+    if (sums) {
+        const bool row_in = INSIDE || row < p.m; /* a row past m is A's zero fill (NaN with an inf in B) */
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const float y_in = row_in ? y[q] : 0.0f;
+            s8[q] = i ? s8[q] + y_in : y_in;
+        }
+    }
+}
+
+/* The end of an epilogue warp's chunk: the bias-gradient sums of its 64 rows (one slab of EW_SLAB
+ * rows: one reduction over the lanes a chunk) and the box's TMA store. */
+template <bool INSIDE>
+__device__ __forceinline__ void ew_chunk_end(const sm90_params &p, const CUtensorMap *map_c, unsigned char *box,
+                                             int64_t row0, int64_t colc, const float (&s8)[8], bool sums, int lane)
+{
+    if (sums) {
+        const float s = halve_sums8(s8, lane); /* of column 8 u + lane / 4 */
+        const int64_t j = colc + 8 * (lane & 3) + (lane >> 2);
+        if (INSIDE || (row0 < p.m && j < p.n))
+            p.partials[(row0 / EW_SLAB) * p.n + j] = s;
+    }
+    fence_proxy_async();
+    __syncwarp();
+    if (lane == 0 && colc < p.n) {
+        tma_store_2d(map_c, smem_addr(box), (int32_t)colc, (int32_t)row0);
+        bulk_commit();
+    }
+}
+
 /*
- * One epilogue warp's GELU' of a handed-off chunk (64 rows x 32 columns at (row0, colc), in box):
- * lane takes 16-byte unit u = lane % 4 (columns 8 u ..) of rows lane / 4 + 8 i, i = 0..7, reads the
- * rounded product and aux_in's 8 values, writes C's 16-bit values back in place, adds the
- * bias-gradient sums of the chunk's 64 rows (sums: one slab of EW_SLAB rows, so one reduction over
- * the lanes a chunk where 16-row slabs took four), and stores the box by TMA. aux_in is loaded 4
- * units ahead: av[i % 4] holds unit i's on entry to unit i, which then loads unit i + 4's (units
- * 8..11 being units 0..3 of the chunk at next_colc, if next). INSIDE: every row and column of this
- * chunk and the next is in the matrix (no bounds checks).
+ * One epilogue warp's GELU' of a handed-off chunk (64 rows x 32 columns at (row0, colc), in box)
+ * with aux_in loaded by the warp: lane takes 16-byte unit u = lane % 4 (columns 8 u ..) of rows
+ * lane / 4 + 8 i, i = 0..7 (ew_unit), then ew_chunk_end. aux_in is loaded 4 units ahead: av[i % 4]
+ * holds unit i's on entry to unit i, which then loads unit i + 4's (units 8..11 being units 0..3 of
+ * the chunk at next_colc, if next). INSIDE: every row and column of this chunk and the next is in
+ * the matrix (no bounds checks).
  */
 template <int DT, bool INSIDE>
 __device__ __forceinline__ void ew_chunk(const sm90_params &p, const CUtensorMap *map_c, unsigned char *box,
@@ -1642,112 +1704,236 @@ __device__ __forceinline__ void ew_chunk(const sm90_params &p, const CUtensorMap
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const int64_t row = row0 + rq + 8 * i;
-        uint4 *cell = reinterpret_cast<uint4 *>(cell0 + i * 512);
-        const uint4 v = *cell, a = av[i % 4];
+        const uint4 a = av[i % 4];
         if (i < 4)
             av[i % 4] = load_aux8(p, row + 32, colc + 8 * u, INSIDE);
         else if (next)
             av[i % 4] = load_aux8(p, row - 32, next_colc + 8 * u, INSIDE);
-        float x[8], y[8];
-        uint32_t out[4];
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            x[q] = unpack_pair<DT>(word_of(a, q / 2), q % 2);
-        dev_gelu_derivative_n(x, y);
-#pragma unroll
-        for (int q = 0; q < 8; q++)
-            y[q] *= unpack_pair<DT>(word_of(v, q / 2), q % 2);
-#pragma unroll
-        for (int w = 0; w < 4; w++)
-            out[w] = pack_pair<DT, false>(y[2 * w], y[2 * w + 1]);
-        *cell = make_uint4(out[0], out[1], out[2], out[3]);
-        if (sums) {
-            const bool row_in = INSIDE || row < p.m; /* a row past m is A's zero fill (NaN with an inf in B) */
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                const float v = row_in ? y[q] : 0.0f;
-                s8[q] = i ? s8[q] + v : v;
-            }
-            if (i == 7) { /* the half tile's 64 rows: one slab (EW_SLAB) */
-                const float s = halve_sums8(s8, lane); /* of column 8 u + lane / 4 */
-                const int64_t j = colc + 8 * u + rq;
-                if (INSIDE || (row0 < p.m && j < p.n))
-                    p.partials[(row0 / EW_SLAB) * p.n + j] = s;
-            }
-        }
+        ew_unit<DT, INSIDE>(p, reinterpret_cast<uint4 *>(cell0 + i * 512), a, row, i, sums, s8);
     }
-    fence_proxy_async();
-    __syncwarp();
-    if (lane == 0 && colc < p.n) {
-        tma_store_2d(map_c, smem_addr(box), (int32_t)colc, (int32_t)row0);
-        bulk_commit();
-    }
+    ew_chunk_end<INSIDE>(p, map_c, box, row0, colc, s8, sums, lane);
 }
 
-/* aux_in of the first 4 units of an epilogue warp's first chunk e of the half tile at (row0, col0). */
-__device__ __forceinline__ void ew_first_aux(const sm90_params &p, uint4 (&av)[4], int64_t row0, int64_t col0, int e,
+/* aux_in of the first 4 units of an epilogue warp's chunk c of the half tile at (row0, col0). */
+__device__ __forceinline__ void ew_first_aux(const sm90_params &p, uint4 (&av)[4], int64_t row0, int64_t col0, int c,
                                              bool inside, int lane)
 {
 #pragma unroll
     for (int i = 0; i < 4; i++)
-        av[i] = load_aux8(p, row0 + (lane >> 2) + 8 * i, col0 + e * CHUNK + 8 * (lane & 3), inside);
+        av[i] = load_aux8(p, row0 + (lane >> 2) + 8 * i, col0 + c * CHUNK + 8 * (lane & 3), inside);
 }
 
-/* An epilogue warp's chunks e, e + 2, e + 4, e + 6 of the half tile at (row0, col0); av: the first
- * chunk's first aux_in (ew_first_aux). */
-template <int DT, bool INSIDE>
-__device__ __forceinline__ void ew_half(const sm90_params &p, const CUtensorMap *map_c, unsigned char *buf,
-                                        int64_t row0, int64_t col0, int e, bool sums, int lane, uint4 (&av)[4])
+/* An epilogue warp's chunks e, e + 2, e + 4, e + 6 of a half tile at the matrix's edge (at (row0,
+ * col0)), aux_in loaded by the warp; av: the first chunk's first aux_in (ew_first_aux). */
+template <int DT>
+__device__ __forceinline__ void ew_half_edge(const sm90_params &p, const CUtensorMap *map_c, unsigned char *buf,
+                                             int64_t row0, int64_t col0, int e, bool sums, int lane, uint4 (&av)[4])
 {
 #pragma unroll 1
     for (int c = e; c < BN_MAX / CHUNK; c += 2)
-        ew_chunk<DT, INSIDE>(p, map_c, buf + c * SLOT_BYTES, row0, col0 + c * CHUNK, av, c + 2 < BN_MAX / CHUNK,
-                             col0 + (c + 2) * CHUNK, sums, lane);
+        ew_chunk<DT, false>(p, map_c, buf + c * SLOT_BYTES, row0, col0 + c * CHUNK, av, c + 2 < BN_MAX / CHUNK,
+                            col0 + (c + 2) * CHUNK, sums, lane);
+}
+
+/*
+ * An epilogue warp's aux_in box (ew_layout): one chunk of aux_in (64 rows x 32 columns) in two
+ * halves of 32 rows, in the C boxes' geometry and swizzle (a lane's unit of aux_in sits where its
+ * unit of C does), each loaded by TMA (the aux_in map, in the slot of aux_out's, which GELU'
+ * recipes never have) with an mbarrier of its own. The warp reads a half's units one ahead of their
+ * use; once it has read a half, the half takes the next chunk's rows, half a chunk before they are
+ * needed. The loads join the SM's bulk traffic, where a warp's own global loads wait 2.5-5 us
+ * behind the TMA's ring loads (docs/PERF.md, 2026-12-06 fourth session, step 10). The tile and
+ * chunk the box holds or is loading (chunk -1: none) are checked before use.
+ */
+constexpr int AUX_HALF_BYTES = 32 * 64;
+struct aux_box {
+    unsigned char *buf;
+    uint32_t bar;     /* half h's mbarrier: bar + 8 h */
+    uint32_t phase;   /* bit h: the parity of half h's next completion */
+    uint32_t pending; /* bit h: half h's load issued and not yet waited for */
+    int32_t tm, tn, chunk;
+};
+
+/* Waits for half hh's load, if one is pending. */
+__device__ __forceinline__ void box_wait(aux_box &b, int hh)
+{
+    if (b.pending & (1u << hh)) {
+        mbar_wait(b.bar + 8 * hh, (b.phase >> hh) & 1u);
+        b.phase ^= 1u << hh;
+        b.pending &= ~(1u << hh);
+    }
+}
+
+/* Loads half hh of aux_in's chunk `chunk` of the half tile (tm, tn) into the warp's box, once that
+ * half's previous load (if not waited for) has landed. dep: a value read last from the half (its
+ * reads complete before the TMA may overwrite it). The whole warp calls it. */
+__device__ __forceinline__ void box_load(const CUtensorMap *map_aux, aux_box &b, int hh, int32_t tm, int32_t tn,
+                                         int chunk, int half, uint32_t dep, int lane)
+{
+    box_wait(b, hh);
+    fence_proxy_async();
+    __syncwarp();
+    if (lane == 0) {
+        mbar_expect_tx(b.bar + 8 * hh, AUX_HALF_BYTES);
+        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+                     "%3}], [%4];" ::"r"(smem_addr(b.buf + hh * AUX_HALF_BYTES)),
+                     "l"(reinterpret_cast<uint64_t>(map_aux)), "r"(tn * BN_MAX + chunk * CHUNK),
+                     "r"(tm * BM + half * 64 + hh * 32), "r"(b.bar + 8 * hh), "r"(dep)
+                     : "memory");
+    }
+    b.pending |= 1u << hh;
+    if (hh == 0) {
+        b.tm = tm;
+        b.tn = tn;
+        b.chunk = chunk;
+    }
+}
+
+/* Unit i of this lane's aux_in (unit lane % 4 of row lane / 4 + 8 i) in the warp's box. */
+__device__ __forceinline__ uint4 box_unit(const aux_box &b, int i, int lane)
+{
+    const int u = lane & 3, rq = lane >> 2, sw = (lane >> 3) & 3;
+    return *reinterpret_cast<const uint4 *>(b.buf + (i >> 2) * AUX_HALF_BYTES + rq * 64 + ((u ^ sw) << 4) +
+                                            (i & 3) * 512);
+}
+
+/* The next chunk an epilogue warp's box takes (if valid): chunk `chunk` of the half tile (tm, tn). */
+struct box_next {
+    bool valid;
+    int32_t tm, tn, chunk;
+};
+
+/* ew_chunk with aux_in from the warp's box, which holds this chunk's: unit i + 1's read during unit
+ * i; after unit 3 (7) the half of rows 0-31 (32-63) takes the next chunk's (nt). */
+template <int DT>
+__device__ __forceinline__ void
+ew_chunk_boxed(const sm90_params &p, const CUtensorMap *map_c, const CUtensorMap *map_aux, unsigned char *box,
+               aux_box &b, const box_next &nt, int half, int64_t row0, int64_t colc, bool sums, int lane)
+{
+    const int u = lane & 3, rq = lane >> 2, sw = (lane >> 3) & 3;
+    unsigned char *cell0 = box + rq * 64 + ((u ^ sw) << 4);
+    float s8[8];
+    box_wait(b, 0);
+    uint4 a = box_unit(b, 0, lane);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        uint4 an = a;
+        if (i < 7) {
+            if (i == 3)
+                box_wait(b, 1);
+            an = box_unit(b, i + 1, lane);
+        }
+        if ((i == 3 || i == 7) && nt.valid) /* the half's last unit is in a */
+            box_load(map_aux, b, i / 4, nt.tm, nt.tn, nt.chunk, half, a.x ^ a.w, lane);
+        ew_unit<DT, true>(p, reinterpret_cast<uint4 *>(cell0 + i * 512), a, row0 + rq + 8 * i, i, sums, s8);
+        a = an;
+    }
+    ew_chunk_end<true>(p, map_c, box, row0, colc, s8, sums, lane);
+}
+
+/* Whether the half tile at (row0, col0) is whole in the matrix. */
+__device__ __forceinline__ bool half_inside(const sm90_params &p, int64_t row0, int64_t col0)
+{
+    return row0 + 64 <= p.m && col0 + BN_MAX <= p.n;
+}
+
+/*
+ * An epilogue warp's chunks e, e + 2, e + 4, e + 6 of a half tile whole in the matrix, aux_in from
+ * its box (ew_chunk_boxed), which takes the next one's as it goes (chunk c + 2, or after the last
+ * the first chunk of the tile the consumers announced next, if it is another and whole in the
+ * matrix). A chunk the box does not hold (the first of a tile not announced in time, a cut tile's)
+ * loads its aux_in from global memory.
+ */
+template <int DT>
+__device__ __forceinline__ void ew_half_boxed(const sm90_params &p, const CUtensorMap *map_c,
+                                              const CUtensorMap *map_aux, const handoff &h, aux_box &b, int32_t tm,
+                                              int32_t tn, int half, int e, bool sums, int lane)
+{
+    const int64_t row0 = (int64_t)tm * BM + half * 64, col0 = (int64_t)tn * BN_MAX;
+#pragma unroll 1
+    for (int c = e; c < BN_MAX / CHUNK; c += 2) {
+        box_next nt = {true, tm, tn, c + 2};
+        if (c + 2 >= BN_MAX / CHUNK) {
+            nt.tm = warp_read_word(h.next);
+            nt.tn = warp_read_word(h.next + 1);
+            nt.chunk = e;
+            nt.valid = nt.tm >= 0 && (nt.tm != tm || nt.tn != tn) &&
+                       half_inside(p, (int64_t)nt.tm * BM + half * 64, (int64_t)nt.tn * BN_MAX);
+        }
+        unsigned char *box = h.buf + c * SLOT_BYTES;
+        if (b.chunk == c && b.tm == tm && b.tn == tn) {
+            b.chunk = -1;
+            ew_chunk_boxed<DT>(p, map_c, map_aux, box, b, nt, half, row0, col0 + c * CHUNK, sums, lane);
+        } else {
+            if (nt.valid)
+                for (int hh = 0; hh < 2; hh++)
+                    box_load(map_aux, b, hh, nt.tm, nt.tn, nt.chunk, half, 0, lane);
+            uint4 av[4];
+            ew_first_aux(p, av, row0, col0, c, true, lane);
+            ew_chunk<DT, true>(p, map_c, box, row0, col0 + c * CHUNK, av, false, 0, sums, lane);
+        }
+    }
 }
 
 /*
  * An epilogue warp of the epilogue warpgroup's kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
  * warpgroup h, one warp on each of the SM's four schedulers. For each half tile handed off, warp e
  * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_chunk) while the consumers already
- * multiply the next tile; once its stores have read the boxes it hands the buffer back. The
+ * multiply the next tile; once its stores have read the boxes it hands the buffer back. aux_in
+ * comes from the warp's box (ew_half_boxed) for half tiles whole in the matrix, else from its own
+ * loads (ew_half_edge). The
  * recipe GELU' (p.lean: LEAN_DGELU, +- LEAN_SUMS) with 16-bit C by TMA and aux_in rows 16-byte
  * aligned runs here, its product rounded to 16 bits before the GELU' (the cublaslt+pass rule: C is
  * rounded from the fp32 product of that value and fp32 gelu'(aux_in)).
  */
 template <int DT>
-__device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUtensorMap *map_c, const handoff &h,
-                                               int half, int e, int lane)
+__device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUtensorMap *map_c,
+                                               const CUtensorMap *map_aux, const handoff &h, aux_box b, int half, int e,
+                                               int lane)
 {
     const bool sums = (p.lean & LEAN_SUMS) != 0;
-    if (lane == 0)
+    if (lane == 0) {
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_c)) : "memory");
+        asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_aux)) : "memory");
+    }
     named_arrive(h.empty, h.threads); /* the buffer starts empty */
     for (;;) {
-        /* the tile the consumers announced when they started its mainloop: its first aux_in loads
-         * are issued before it is handed off (and again after, if another tile came) */
+        /* the tile the consumers announced when they started its mainloop: its first aux_in (a
+         * box load for the first tile, global loads at the edge) is asked for before it is handed
+         * off (and again after, if another tile came) */
         const int32_t next_tm = warp_read_word(h.next), next_tn = warp_read_word(h.next + 1);
         int64_t row0 = (int64_t)next_tm * BM + half * 64, col0 = (int64_t)next_tn * BN_MAX;
         uint4 av[4];
-        if (next_tm >= 0 && row0 < p.m)
-            ew_first_aux(p, av, row0, col0, e, row0 + 64 <= p.m && col0 + BN_MAX <= p.n, lane);
+        bool av_for_next = false;
+        if (next_tm >= 0 && row0 < p.m) {
+            if (!half_inside(p, row0, col0)) {
+                ew_first_aux(p, av, row0, col0, e, false, lane);
+                av_for_next = true;
+            } else if (b.chunk < 0 && !b.pending) {
+                box_load(map_aux, b, 0, next_tm, next_tn, e, half, 0, lane);
+                box_load(map_aux, b, 1, next_tm, next_tn, e, half, 0, lane);
+            }
+        }
         named_barrier(h.full, h.threads);
         const int32_t tm = warp_read_word(h.tile), tn = warp_read_word(h.tile + 1);
         if (tm < 0)
             break;
         row0 = (int64_t)tm * BM + half * 64;
         col0 = (int64_t)tn * BN_MAX;
-        const bool inside = row0 + 64 <= p.m && col0 + BN_MAX <= p.n;
-        if ((tm != next_tm || tn != next_tn) && row0 < p.m)
-            ew_first_aux(p, av, row0, col0, e, inside, lane);
-        if (inside)
-            ew_half<DT, true>(p, map_c, h.buf, row0, col0, e, sums, lane, av);
-        else if (row0 < p.m)
-            ew_half<DT, false>(p, map_c, h.buf, row0, col0, e, sums, lane, av);
+        if (half_inside(p, row0, col0)) {
+            ew_half_boxed<DT>(p, map_c, map_aux, h, b, tm, tn, half, e, sums, lane);
+        } else if (row0 < p.m) {
+            if (!av_for_next || tm != next_tm || tn != next_tn)
+                ew_first_aux(p, av, row0, col0, e, false, lane);
+            ew_half_edge<DT>(p, map_c, h.buf, row0, col0, e, sums, lane, av);
+        }
         if (lane == 0)
             bulk_wait_read<0>();
         __syncwarp();
         named_arrive(h.empty, h.threads);
     }
+    box_wait(b, 0); /* no load may land in shared memory after the CTA ends */
+    box_wait(b, 1);
     if (lane == 0)
         bulk_wait_all();
 }
@@ -1791,8 +1977,9 @@ __device__ __forceinline__ void relay_warp(const sm90_params &p, const CUtensorM
 /* N: the tile's width. DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is
  * N-contiguous (row-major). Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1
  * and 2 the consumers (232 registers). EPI (where the epilogue runs): EPI_WARPGROUP: a fourth
- * warpgroup runs it (epilogue_warps, 120 registers; the consumers get 176, which holds their 128
- * accumulators, and issue each k16 step as two m64n128 wgmmas); EPI_RELAY: warps 1 and 2 of the
+ * warpgroup runs it (epilogue_warps, keeping the 128 registers of entry, where the producer's
+ * warpgroup gives up to 32; the consumers get 176, which holds their 128 accumulators, and issue
+ * each k16 step as two m64n128 wgmmas); EPI_RELAY: warps 1 and 2 of the
  * producer's warpgroup store what the consumers hand off (relay_warp). */
 template <int N, int DT, int A_MN, int B_MN, int EPI>
 __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1)
@@ -1833,6 +2020,9 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
                 handoff_tiles[4 + 2 * wg] = -1;
                 handoff_tiles[5 + 2 * wg] = 0;
             }
+        if (EPI == EPI_WARPGROUP)
+            for (int w = 0; w < 2 * EW_WARPS; w++)
+                mbar_init(smem_addr(smem + ew_layout::BARS) + 8 * w, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -1842,17 +2032,26 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
         __syncthreads();
 
     if (warpgroup == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (EPI == EPI_WARPGROUP) /* the epilogue warps keep the 128 registers of entry */
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 32;");
+        else
+            asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0)
             producer<N, A_MN, B_MN, HANDOFF>(p, rg, &map_a, &map_b);
         else if (EPI == EPI_RELAY && threadIdx.x >= 32 && threadIdx.x < 96)
             relay_warp(p, &map_c, handoff_of(staging, handoff_tiles, threadIdx.x / 32 - 1, EPI), threadIdx.x / 32 - 1,
                        threadIdx.x % 32);
     } else if (EPI == EPI_WARPGROUP && warpgroup == 3) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 120;");
         const int warp = (threadIdx.x - 384) / 32;
-        epilogue_warps<DT>(p, &map_c, handoff_of(staging, handoff_tiles, warp / 2, EPI), warp / 2, warp % 2,
-                           threadIdx.x % 32);
+        aux_box b = {smem + ew_layout::BOXES + warp * SLOT_BYTES,
+                     smem_addr(smem + ew_layout::BARS) + 16 * warp,
+                     0,
+                     0,
+                     -1,
+                     0,
+                     -1};
+        epilogue_warps<DT>(p, &map_c, &map_aux, handoff_of(staging, handoff_tiles, warp / 2, EPI), b, warp / 2,
+                           warp % 2, threadIdx.x % 32);
     } else {
         if (EPI == EPI_WARPGROUP)
             asm volatile("setmaxnreg.inc.sync.aligned.u32 176;");
@@ -1869,7 +2068,8 @@ __global__ void __launch_bounds__(EPI == EPI_WARPGROUP ? THREADS_EW : THREADS, 1
 template <int N, int DT, int A_MN, int B_MN, int EPI>
 cvf_status launch(cvf_context *ctx, cudaStream_t stream, const CUtensorMap *maps, const sm90_params &p, int grid)
 {
-    constexpr int SMEM_BYTES = tile_cfg<N, EPI != EPI_CONSUMERS>::SMEM_BYTES;
+    constexpr int SMEM_BYTES =
+        EPI == EPI_WARPGROUP ? ew_layout::SMEM_BYTES : tile_cfg<N, EPI != EPI_CONSUMERS>::SMEM_BYTES;
     static bool configured = false; /* per instantiation */
     auto kernel = sm90_gemm_kernel<N, DT, A_MN, B_MN, EPI>;
     if (!configured) {
