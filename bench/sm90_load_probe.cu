@@ -7,7 +7,8 @@
  *   - 4 loader warps read a large tensor (far bigger than L2, read once, like aux_in) in the
  *     epilogue warps' pattern: each lane 16 bytes of a 64-byte row segment, 8 rows a load
  *     instruction, D loads in flight per warp (D = 1: pure latency; D = 4: the kernel's depth);
- *     each load's issue-to-use time is read with clock64 (the use: a dependent add);
+ *     each load's issue-to-use time is read with clock64 (the use: a dependent add); and the same
+ *     bytes as 4 rows of 128 bytes a load instruction (whole lines: "4 x 128 B");
  *   - optionally, warp 0 streams bulk copies (cp.async.bulk, global -> shared, 16 KB each, a ring
  *     of 3 x 48 KB as the kernel's) from a buffer that fits L2, as the mainloop's TMA loads do;
  *   - optionally, it also stores each chunk it loaded back out by bulk copy (shared -> global) into
@@ -117,14 +118,16 @@ __device__ __forceinline__ uint4 load_past_l1(const uint4 *p)
 }
 
 /* A loader warp: D loads in flight, each 8 rows x 64 bytes (lane: row lane / 4, 16 bytes at
- * 16 (lane % 4)), rows 512 bytes apart as in a 256-column bf16 matrix; the last SAMPLES loads'
- * issue-to-use cycles recorded by lane 0. */
-template <int D>
+ * 16 (lane % 4)), or with WIDE 4 rows x 128 bytes (row lane / 8, 16 bytes at 16 (lane % 8)): the
+ * same 512 bytes in 8 half lines or in 4 whole 128-byte lines; rows 512 bytes apart as in a
+ * 256-column bf16 matrix; the last SAMPLES loads' issue-to-use cycles recorded by lane 0. */
+template <int D, int WIDE>
 __device__ void loader(const uint4 *base, size_t rows_total, int warp, unsigned long long *cycles,
                        unsigned long long *sink)
 {
     const int lane = threadIdx.x & 31;
     const size_t row_stride = 512 / sizeof(uint4);
+    const int rq = WIDE ? lane / 8 : lane / 4, u = WIDE ? lane & 7 : lane & 3, rows_a_load = WIDE ? 4 : 8;
     size_t row = ((size_t)blockIdx.x * LOADERS + warp) * 8 * ITERS % rows_total;
     uint4 v[D];
     long long t0[D];
@@ -132,8 +135,8 @@ __device__ void loader(const uint4 *base, size_t rows_total, int warp, unsigned 
 #pragma unroll
     for (int d = 0; d < D; d++) {
         t0[d] = clock64();
-        v[d] = load_past_l1(base + (row + lane / 4) * row_stride + (lane & 3));
-        row = (row + 8) % rows_total;
+        v[d] = load_past_l1(base + (row + rq) * row_stride + u);
+        row = (row + rows_a_load) % rows_total;
     }
     for (int i0 = 0; i0 < ITERS; i0 += D) { /* unrolled by D: v and t0 stay in registers */
 #pragma unroll
@@ -144,15 +147,15 @@ __device__ void loader(const uint4 *base, size_t rows_total, int warp, unsigned 
             if (lane == 0 && i >= ITERS - SAMPLES)
                 cycles[i - (ITERS - SAMPLES)] = (unsigned long long)(t1 - t0[d]);
             t0[d] = clock64();
-            v[d] = load_past_l1(base + (row + lane / 4) * row_stride + (lane & 3));
-            row = (row + 8) % rows_total;
+            v[d] = load_past_l1(base + (row + rq) * row_stride + u);
+            row = (row + rows_a_load) % rows_total;
         }
     }
     if (acc == 0x9e3779b9u)
         *sink = acc;
 }
 
-template <int D>
+template <int D, int WIDE>
 __global__ void __launch_bounds__(32 * (1 + LOADERS), 1)
     probe(const uint4 *read, const unsigned char *stream_src, unsigned char *store_dst, int mode, probe_out out)
 {
@@ -174,26 +177,27 @@ __global__ void __launch_bounds__(32 * (1 + LOADERS), 1)
             bulk_streamer(stream_src, store_dst, mode > 1, ring, bars, &done, out.bulk + blockIdx.x);
     } else {
         const size_t rows = READ_BYTES / 512 - 8; /* a load reads 8 rows from its first */
-        loader<D>(read, rows, warp - 1, out.cycles + ((size_t)blockIdx.x * LOADERS + warp - 1) * SAMPLES, out.sink);
+        loader<D, WIDE>(read, rows, warp - 1, out.cycles + ((size_t)blockIdx.x * LOADERS + warp - 1) * SAMPLES,
+                        out.sink);
         if ((threadIdx.x & 31) == 0 && atomicAdd(&finished, 1) == LOADERS - 1)
             done = 1;
     }
 }
 
-template <int D>
+template <int D, int WIDE>
 static int run_mode(int mode, int sms, const uint4 *read, const unsigned char *src, unsigned char *dst, probe_out out,
                     std::vector<unsigned long long> &h_cycles, std::vector<unsigned long long> &h_bulk)
 {
     const int smem = RING * CHUNK;
-    CHECK_CUDA(cudaFuncSetAttribute(probe<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CHECK_CUDA(cudaFuncSetAttribute(probe<D, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     CHECK_CUDA(cudaMemset(out.bulk, 0, sizeof(unsigned long long) * sms));
-    probe<D><<<sms, 32 * (1 + LOADERS), smem>>>(read, src, dst, mode, out); /* warm-up */
+    probe<D, WIDE><<<sms, 32 * (1 + LOADERS), smem>>>(read, src, dst, mode, out); /* warm-up */
     CHECK_CUDA(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
     CHECK_CUDA(cudaEventRecord(e0));
-    probe<D><<<sms, 32 * (1 + LOADERS), smem>>>(read, src, dst, mode, out);
+    probe<D, WIDE><<<sms, 32 * (1 + LOADERS), smem>>>(read, src, dst, mode, out);
     CHECK_CUDA(cudaEventRecord(e1));
     CHECK_CUDA(cudaDeviceSynchronize());
     float ms = 0;
@@ -209,9 +213,10 @@ static int run_mode(int mode, int sms, const uint4 *read, const unsigned char *s
         bulk += h_bulk[i];
     const double read_bytes = (double)sms * LOADERS * ITERS * 512;
     static const char *names[] = {"loads alone", "+ bulk loads from L2", "+ bulk loads and stores"};
-    printf("D=%d %-26s issue-to-use cycles median %6llu p90 %6llu | loaders %7.1f GB/s | bulk %7.1f GB/s | %.3f ms\n",
-           D, names[mode], h_cycles[n / 2], h_cycles[n * 9 / 10], read_bytes / ms / 1e6,
-           (double)bulk * CHUNK * (mode > 1 ? 2 : 1) / ms / 1e6, ms);
+    printf(
+        "D=%d %s %-26s issue-to-use cycles median %6llu p90 %6llu | loaders %7.1f GB/s | bulk %7.1f GB/s | %.3f ms\n",
+        D, WIDE ? "4 x 128 B" : "8 x 64 B ", names[mode], h_cycles[n / 2], h_cycles[n * 9 / 10], read_bytes / ms / 1e6,
+        (double)bulk * CHUNK * (mode > 1 ? 2 : 1) / ms / 1e6, ms);
     return 0;
 }
 
@@ -233,8 +238,10 @@ int main()
     CHECK_CUDA(cudaMalloc(&out.sink, sizeof(unsigned long long)));
     std::vector<unsigned long long> h_cycles(n), h_bulk(sms);
     for (int mode = 0; mode < 3; mode++)
-        if (run_mode<1>(mode, sms, read, src, dst, out, h_cycles, h_bulk) ||
-            run_mode<4>(mode, sms, read, src, dst, out, h_cycles, h_bulk))
+        if (run_mode<1, 0>(mode, sms, read, src, dst, out, h_cycles, h_bulk) ||
+            run_mode<4, 0>(mode, sms, read, src, dst, out, h_cycles, h_bulk) ||
+            run_mode<1, 1>(mode, sms, read, src, dst, out, h_cycles, h_bulk) ||
+            run_mode<4, 1>(mode, sms, read, src, dst, out, h_cycles, h_bulk))
             return 1;
     return 0;
 }
