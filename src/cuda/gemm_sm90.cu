@@ -78,7 +78,7 @@ encode_tiled_fn get_encoder(void)
 
 /* A 2-D tensor map over a matrix of dt (0 f16, 1 bf16, 2 f32): inner (contiguous) extent, outer
  * extent and stride in elements, box inner x outer, the swizzle of the box's row bytes (128: the
- * operand boxes, 64: the output boxes), zero fill outside. */
+ * operand boxes, 64: the output boxes and the epilogue warps' aux_in boxes), zero fill outside. */
 bool encode(CUtensorMap *map, int dt, const void *data, int64_t inner, int64_t outer, int64_t stride, int box_inner,
             int box_outer)
 {
@@ -507,7 +507,7 @@ cvf_status cvf_cuda_sm90_matmul(cvf_context *ctx, cvf_cuda_launch launch, const 
     int la = operand_layout(a, true), lb = operand_layout(b, false);
     int dt = a->dtype == CVF_BF16 ? 1 : 0;
     const cvf_sm90_schedule sched = cvf_cuda_sm90_schedule(st->sm_count, m, n, k, launch.beside != 0);
-    CUtensorMap maps[4]; /* A, B, C, aux_out */
+    CUtensorMap maps[4]; /* A, B, C, aux_out (or, under LEAN_WARPS, aux_in) */
     memset(maps, 0, sizeof maps);
     bool ok = la == 0 ? encode_cached(ctx, &maps[0], dt, a->data, k, m, a->row_stride, BK, BM)
                       : encode_cached(ctx, &maps[0], dt, a->data, m, k, a->col_stride, 64, BK);

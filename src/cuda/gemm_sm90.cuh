@@ -1001,7 +1001,7 @@ __host__ __device__ constexpr bool lean_supported(int f)
  * they halve them three times, each keeping one half and sending the other (xor 16, 8, 4: 7
  * shuffles, where a full butterfly per value takes 24); lane then holds the sum of value lane / 4
  * (= 4 (lane & 16) / 16 + 2 (lane & 8) / 8 + (lane & 4) / 4). The bias-gradient slab sums of the
- * consumers (column_sums) and of the epilogue warps (ew_chunk). */
+ * consumers (column_sums) and of the epilogue warps (ew_chunk_end). */
 __device__ __forceinline__ float halve_sums8(const float (&s8)[8], int lane)
 {
     float s4[4], s2[2];
@@ -1737,10 +1737,10 @@ __device__ __forceinline__ void ew_half_edge(const sm90_params &p, const CUtenso
 
 /*
  * An epilogue warp's aux_in box (ew_layout): one chunk of aux_in (64 rows x 32 columns) in two
- * halves of 32 rows, in the C boxes' geometry and swizzle (a lane's unit of aux_in sits where its
+ * parts of 32 rows, in the C boxes' geometry and swizzle (a lane's unit of aux_in sits where its
  * unit of C does), each loaded by TMA (the aux_in map, in the slot of aux_out's, which GELU'
- * recipes never have) with an mbarrier of its own. The warp reads a half's units one ahead of their
- * use; once it has read a half, the half takes the next chunk's rows, half a chunk before they are
+ * recipes never have) with an mbarrier of its own. The warp reads a part's units one ahead of their
+ * use; once it has read a part, the part takes the next chunk's rows, half a chunk before they are
  * needed. The loads join the SM's bulk traffic, where a warp's own global loads wait 2.5-5 us
  * behind the TMA's ring loads (docs/PERF.md, 2026-12-06 fourth session, step 10). The tile and
  * chunk the box holds or is loading (chunk -1: none) are checked before use.
@@ -1748,41 +1748,44 @@ __device__ __forceinline__ void ew_half_edge(const sm90_params &p, const CUtenso
 constexpr int AUX_HALF_BYTES = 32 * 64;
 struct aux_box {
     unsigned char *buf;
-    uint32_t bar;     /* half h's mbarrier: bar + 8 h */
-    uint32_t phase;   /* bit h: the parity of half h's next completion */
-    uint32_t pending; /* bit h: half h's load issued and not yet waited for */
-    int32_t tm, tn, chunk;
+    uint32_t bar;          /* part q's mbarrier (q = 0: rows 0-31, 1: rows 32-63): bar + 8 q */
+    uint32_t phase;        /* bit q: the parity of part q's next completion */
+    uint32_t pending;      /* bit q: part q's load issued and not yet waited for */
+    int32_t tm, tn, chunk; /* what both parts hold or are loading: set with part 0's load, which
+                              part 1's always follows with the same chunk before any check */
 };
 
-/* Waits for half hh's load, if one is pending. */
-__device__ __forceinline__ void box_wait(aux_box &b, int hh)
+/* Waits for the load of the box's part `part` (0: rows 0-31, 1: rows 32-63), if one is pending. */
+__device__ __forceinline__ void box_wait(aux_box &b, int part)
 {
-    if (b.pending & (1u << hh)) {
-        mbar_wait(b.bar + 8 * hh, (b.phase >> hh) & 1u);
-        b.phase ^= 1u << hh;
-        b.pending &= ~(1u << hh);
+    if (b.pending & (1u << part)) {
+        mbar_wait(b.bar + 8 * part, (b.phase >> part) & 1u);
+        b.phase ^= 1u << part;
+        b.pending &= ~(1u << part);
     }
 }
 
-/* Loads half hh of aux_in's chunk `chunk` of the half tile (tm, tn) into the warp's box, once that
- * half's previous load (if not waited for) has landed. dep: a value read last from the half (its
- * reads complete before the TMA may overwrite it). The whole warp calls it. */
-__device__ __forceinline__ void box_load(const CUtensorMap *map_aux, aux_box &b, int hh, int32_t tm, int32_t tn,
+/* Loads part `part` (32 rows) of aux_in's chunk `chunk` of the half tile (tm, tn) into the warp's
+ * box, once that part's previous load (if not waited for) has landed. Every lane's reads of the
+ * part are ordered before the TMA's write by its fence.proxy.async and the __syncwarp; dep (a value
+ * the lane read last from the part) also makes lane 0 wait for its own read before it issues. The
+ * whole warp calls it. */
+__device__ __forceinline__ void box_load(const CUtensorMap *map_aux, aux_box &b, int part, int32_t tm, int32_t tn,
                                          int chunk, int half, uint32_t dep, int lane)
 {
-    box_wait(b, hh);
+    box_wait(b, part);
     fence_proxy_async();
     __syncwarp();
     if (lane == 0) {
-        mbar_expect_tx(b.bar + 8 * hh, AUX_HALF_BYTES);
+        mbar_expect_tx(b.bar + 8 * part, AUX_HALF_BYTES);
         asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-                     "%3}], [%4];" ::"r"(smem_addr(b.buf + hh * AUX_HALF_BYTES)),
+                     "%3}], [%4];" ::"r"(smem_addr(b.buf + part * AUX_HALF_BYTES)),
                      "l"(reinterpret_cast<uint64_t>(map_aux)), "r"(tn * BN_MAX + chunk * CHUNK),
-                     "r"(tm * BM + half * 64 + hh * 32), "r"(b.bar + 8 * hh), "r"(dep)
+                     "r"(tm * BM + half * 64 + part * 32), "r"(b.bar + 8 * part), "r"(dep)
                      : "memory");
     }
-    b.pending |= 1u << hh;
-    if (hh == 0) {
+    b.pending |= 1u << part;
+    if (part == 0) {
         b.tm = tm;
         b.tn = tn;
         b.chunk = chunk;
@@ -1804,7 +1807,7 @@ struct box_next {
 };
 
 /* ew_chunk with aux_in from the warp's box, which holds this chunk's: unit i + 1's read during unit
- * i; after unit 3 (7) the half of rows 0-31 (32-63) takes the next chunk's (nt). */
+ * i; after unit 3 (7) the part of rows 0-31 (32-63) takes the next chunk's (nt). */
 template <int DT>
 __device__ __forceinline__ void
 ew_chunk_boxed(const sm90_params &p, const CUtensorMap *map_c, const CUtensorMap *map_aux, unsigned char *box,
@@ -1823,7 +1826,7 @@ ew_chunk_boxed(const sm90_params &p, const CUtensorMap *map_c, const CUtensorMap
                 box_wait(b, 1);
             an = box_unit(b, i + 1, lane);
         }
-        if ((i == 3 || i == 7) && nt.valid) /* the half's last unit is in a */
+        if ((i == 3 || i == 7) && nt.valid) /* the part's last unit is in a */
             box_load(map_aux, b, i / 4, nt.tm, nt.tn, nt.chunk, half, a.x ^ a.w, lane);
         ew_unit<DT, true>(p, reinterpret_cast<uint4 *>(cell0 + i * 512), a, row0 + rq + 8 * i, i, sums, s8);
         a = an;
@@ -1841,8 +1844,9 @@ __device__ __forceinline__ bool half_inside(const sm90_params &p, int64_t row0, 
  * An epilogue warp's chunks e, e + 2, e + 4, e + 6 of a half tile whole in the matrix, aux_in from
  * its box (ew_chunk_boxed), which takes the next one's as it goes (chunk c + 2, or after the last
  * the first chunk of the tile the consumers announced next, if it is another and whole in the
- * matrix). A chunk the box does not hold (the first of a tile not announced in time, a cut tile's)
- * loads its aux_in from global memory.
+ * matrix). A chunk the box does not hold (the first of a tile announced too late, or of the tile
+ * handed off after a cut tile's piece whose announcement took the box) loads its aux_in from global
+ * memory.
  */
 template <int DT>
 __device__ __forceinline__ void ew_half_boxed(const sm90_params &p, const CUtensorMap *map_c,
@@ -1866,8 +1870,8 @@ __device__ __forceinline__ void ew_half_boxed(const sm90_params &p, const CUtens
             ew_chunk_boxed<DT>(p, map_c, map_aux, box, b, nt, half, row0, col0 + c * CHUNK, sums, lane);
         } else {
             if (nt.valid)
-                for (int hh = 0; hh < 2; hh++)
-                    box_load(map_aux, b, hh, nt.tm, nt.tn, nt.chunk, half, 0, lane);
+                for (int part = 0; part < 2; part++)
+                    box_load(map_aux, b, part, nt.tm, nt.tn, nt.chunk, half, 0, lane);
             uint4 av[4];
             ew_first_aux(p, av, row0, col0, c, true, lane);
             ew_chunk<DT, true>(p, map_c, box, row0, col0 + c * CHUNK, av, false, 0, sums, lane);
@@ -1878,7 +1882,7 @@ __device__ __forceinline__ void ew_half_boxed(const sm90_params &p, const CUtens
 /*
  * An epilogue warp of the epilogue warpgroup's kernel: warps 2 h and 2 h + 1 of the fourth warpgroup serve consumer
  * warpgroup h, one warp on each of the SM's four schedulers. For each half tile handed off, warp e
- * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_chunk) while the consumers already
+ * (0 or 1) runs the GELU' of chunks e, e + 2, e + 4, e + 6 (ew_unit) while the consumers already
  * multiply the next tile; once its stores have read the boxes it hands the buffer back. aux_in
  * comes from the warp's box (ew_half_boxed) for half tiles whole in the matrix, else from its own
  * loads (ew_half_edge). The
@@ -1898,9 +1902,11 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
     }
     named_arrive(h.empty, h.threads); /* the buffer starts empty */
     for (;;) {
-        /* the tile the consumers announced when they started its mainloop: its first aux_in (a
-         * box load for the first tile, global loads at the edge) is asked for before it is handed
-         * off (and again after, if another tile came) */
+        /* the tile the consumers announced when they started its mainloop: its first chunk's
+         * aux_in is asked for before it is handed off: into the box, if the box is free (the
+         * first tile, or the last chunk found no other tile announced; the announcement may
+         * still name the tile just finished, a wasted load), or by global loads for a half tile
+         * at the edge (loaded again after the handoff if another tile came) */
         const int32_t next_tm = warp_read_word(h.next), next_tn = warp_read_word(h.next + 1);
         int64_t row0 = (int64_t)next_tm * BM + half * 64, col0 = (int64_t)next_tn * BN_MAX;
         uint4 av[4];
@@ -1909,7 +1915,7 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
             if (!half_inside(p, row0, col0)) {
                 ew_first_aux(p, av, row0, col0, e, false, lane);
                 av_for_next = true;
-            } else if (b.chunk < 0 && !b.pending) {
+            } else if (b.chunk < 0 && !b.pending) { /* free */
                 box_load(map_aux, b, 0, next_tm, next_tn, e, half, 0, lane);
                 box_load(map_aux, b, 1, next_tm, next_tn, e, half, 0, lane);
             }
@@ -1975,7 +1981,8 @@ __device__ __forceinline__ void relay_warp(const sm90_params &p, const CUtensorM
 }
 
 /* N: the tile's width. DT: 0 f16, 1 bf16. A_MN: A is M-contiguous (column-major). B_MN: B is
- * N-contiguous (row-major). Warpgroup 0 is the producer (one thread, 40 registers), warpgroups 1
+ * N-contiguous (row-major). Warpgroup 0 is the producer (one thread, 40 registers; 32 in the
+ * epilogue warpgroup's kernel), warpgroups 1
  * and 2 the consumers (232 registers). EPI (where the epilogue runs): EPI_WARPGROUP: a fourth
  * warpgroup runs it (epilogue_warps, keeping the 128 registers of entry, where the producer's
  * warpgroup gives up to 32; the consumers get 176, which holds their 128 accumulators, and issue
@@ -2133,7 +2140,8 @@ cvf_status launch_layout(cvf_context *ctx, cudaStream_t stream, int la, int lb, 
 } /* namespace sm90 */
 
 /* Launches the kernel for dtype DT (0 f16, 1 bf16) and operand layouts la, lb (0 K-major,
- * 1 MN-major) on stream; maps: A, B, C, aux_out (the last two used only where p says tma). */
+ * 1 MN-major) on stream; maps: A, B, C, aux_out (the last two used only where p says tma; under
+ * LEAN_WARPS the fourth is aux_in's, for the epilogue warps' boxes). */
 cvf_status cvf_sm90_launch_f16(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
                                const sm90::sm90_params &p, int grid);
 cvf_status cvf_sm90_launch_bf16(cvf_context *ctx, cudaStream_t stream, int la, int lb, const CUtensorMap *maps,
