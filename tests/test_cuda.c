@@ -1673,6 +1673,8 @@ static void test_cut_tiles(void)
         {1000, 1000, 1000, "1", "2", 192},  /* 4 x 6 pairs, whole tiles, tails in M and N */
         {2100, 300, 200, "k2", "2", 128},   /* 17 row tiles: 9 pairs x 3 in 2 parts */
         {1000, 1000, 1000, "1", "1", 128},  /* 8 x 8 tiles 128 wide */
+        {2560, 2560, 64, "1", "1", 256},    /* 20 x 10 whole tiles inside, up to 2 a CTA: the epilogue warps'
+                                               aux_in boxes take the next tile's first chunk during the last */
     };
     static const int epilogues[] = {3 | 16 /* dgelu, grad */, 2 | 4 | 8 | 16 /* gelu, bias, aux_out, grad */,
                                     1 /* relu */, 0, 2 | 4 | 8 /* gelu, bias, aux_out: fc1 */};
