@@ -79,8 +79,8 @@ struct tile_cfg {
 };
 /* The epilogue warpgroup's kernel (EPI_WARPGROUP) adds, after the handoff kernels' layout, one
  * aux_in box per epilogue warp (a chunk of 64 rows x 32 columns in the C boxes' geometry, its two
- * halves loaded by TMA half a chunk ahead: aux_box) and the halves' mbarriers: the offsets from the
- * 1 KB aligned base. */
+ * parts of 32 rows loaded by TMA half a chunk ahead: aux_box) and the parts' mbarriers: the offsets
+ * from the 1 KB aligned base. */
 constexpr int EW_WARPS = 4;
 struct ew_layout {
     static constexpr int USED = tile_cfg<BN_MAX, true>::SMEM_BYTES - 1024; /* ring, handoffs, barriers */
@@ -243,6 +243,17 @@ __device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap *map
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
                      dst),
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+/* tma_load_2d issued only once dep is in a register (dep: an input the instruction does not use,
+ * a value read last from dst, so that the issuing thread's read completes first). */
+__device__ __forceinline__ void tma_load_2d_after(uint32_t dst, const CUtensorMap *map, int32_t c0, int32_t c1,
+                                                  uint32_t bar, uint32_t dep)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], "
+                 "[%4];" ::"r"(dst),
+                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "r"(dep)
                  : "memory");
 }
 
@@ -1745,7 +1756,7 @@ __device__ __forceinline__ void ew_half_edge(const sm90_params &p, const CUtenso
  * behind the TMA's ring loads (docs/PERF.md, 2026-12-06 fourth session, step 10). The tile and
  * chunk the box holds or is loading (chunk -1: none) are checked before use.
  */
-constexpr int AUX_HALF_BYTES = 32 * 64;
+constexpr int AUX_PART_BYTES = 32 * 64;
 struct aux_box {
     unsigned char *buf;
     uint32_t bar;          /* part q's mbarrier (q = 0: rows 0-31, 1: rows 32-63): bar + 8 q */
@@ -1777,12 +1788,9 @@ __device__ __forceinline__ void box_load(const CUtensorMap *map_aux, aux_box &b,
     fence_proxy_async();
     __syncwarp();
     if (lane == 0) {
-        mbar_expect_tx(b.bar + 8 * part, AUX_HALF_BYTES);
-        asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-                     "%3}], [%4];" ::"r"(smem_addr(b.buf + part * AUX_HALF_BYTES)),
-                     "l"(reinterpret_cast<uint64_t>(map_aux)), "r"(tn * BN_MAX + chunk * CHUNK),
-                     "r"(tm * BM + half * 64 + part * 32), "r"(b.bar + 8 * part), "r"(dep)
-                     : "memory");
+        mbar_expect_tx(b.bar + 8 * part, AUX_PART_BYTES);
+        tma_load_2d_after(smem_addr(b.buf + part * AUX_PART_BYTES), map_aux, tn * BN_MAX + chunk * CHUNK,
+                          tm * BM + half * 64 + part * 32, b.bar + 8 * part, dep);
     }
     b.pending |= 1u << part;
     if (part == 0) {
@@ -1796,7 +1804,7 @@ __device__ __forceinline__ void box_load(const CUtensorMap *map_aux, aux_box &b,
 __device__ __forceinline__ uint4 box_unit(const aux_box &b, int i, int lane)
 {
     const int u = lane & 3, rq = lane >> 2, sw = (lane >> 3) & 3;
-    return *reinterpret_cast<const uint4 *>(b.buf + (i >> 2) * AUX_HALF_BYTES + rq * 64 + ((u ^ sw) << 4) +
+    return *reinterpret_cast<const uint4 *>(b.buf + (i >> 2) * AUX_PART_BYTES + rq * 64 + ((u ^ sw) << 4) +
                                             (i & 3) * 512);
 }
 
