@@ -1876,12 +1876,12 @@ __device__ __forceinline__ void ew_half_boxed(const sm90_params &p, const CUtens
         if (b.chunk == c && b.tm == tm && b.tn == tn) {
             b.chunk = -1;
             ew_chunk_boxed<DT>(p, map_c, map_aux, box, b, nt, half, row0, col0 + c * CHUNK, sums, lane);
-        } else {
+        } else { /* this chunk's aux_in asked for first: the box's loads may wait for a stale one */
+            uint4 av[4];
+            ew_first_aux(p, av, row0, col0, c, true, lane);
             if (nt.valid)
                 for (int part = 0; part < 2; part++)
                     box_load(map_aux, b, part, nt.tm, nt.tn, nt.chunk, half, 0, lane);
-            uint4 av[4];
-            ew_first_aux(p, av, row0, col0, c, true, lane);
             ew_chunk<DT, true>(p, map_c, box, row0, col0 + c * CHUNK, av, false, 0, sums, lane);
         }
     }
@@ -1909,17 +1909,18 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
         asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map_aux)) : "memory");
     }
     named_arrive(h.empty, h.threads); /* the buffer starts empty */
+    int32_t done_tm = -1, done_tn = 0; /* the tile handed off last (each is handed off once) */
     for (;;) {
         /* the tile the consumers announced when they started its mainloop: its first chunk's
          * aux_in is asked for before it is handed off: into the box, if the box is free (the
-         * first tile, or the last chunk found no other tile announced; the announcement may
-         * still name the tile just finished, a wasted load), or by global loads for a half tile
-         * at the edge (loaded again after the handoff if another tile came) */
+         * first tile, or the last chunk found no other tile announced), or by global loads for a
+         * half tile at the edge (loaded again after the handoff if another tile came). Not if the
+         * announcement still names the tile just finished (no other announced yet; a CTA's end). */
         const int32_t next_tm = warp_read_word(h.next), next_tn = warp_read_word(h.next + 1);
         int64_t row0 = (int64_t)next_tm * BM + half * 64, col0 = (int64_t)next_tn * BN_MAX;
         uint4 av[4];
         bool av_for_next = false;
-        if (next_tm >= 0 && row0 < p.m) {
+        if (next_tm >= 0 && row0 < p.m && (next_tm != done_tm || next_tn != done_tn)) {
             if (!half_inside(p, row0, col0)) {
                 ew_first_aux(p, av, row0, col0, e, false, lane);
                 av_for_next = true;
@@ -1941,6 +1942,8 @@ __device__ __forceinline__ void epilogue_warps(const sm90_params &p, const CUten
                 ew_first_aux(p, av, row0, col0, e, false, lane);
             ew_half_edge<DT>(p, map_c, h.buf, row0, col0, e, sums, lane, av);
         }
+        done_tm = tm;
+        done_tn = tn;
         if (lane == 0)
             bulk_wait_read<0>();
         __syncwarp();
