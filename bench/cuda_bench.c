@@ -1478,8 +1478,9 @@ static void write_mlp_json(const mlp_report *r, FILE *f)
     fflush(f);
 }
 
-/* Prints the library's plan for the case's backward (its schedule, where the backend gives one)
- * and returns the name of the dtype it keeps grad_fc1_output in. */
+/* Prints the library's plan for the case's backward before its first call (its schedule, where
+ * the backend gives one; the engines the heuristic would take, since none is measured yet: see
+ * print_choices) and returns the name of the dtype it keeps grad_fc1_output in. */
 static const char *print_plan(const mlp_case *m)
 {
     cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype, CVF_GELU_TANH};
@@ -1488,13 +1489,34 @@ static const char *print_plan(const mlp_case *m)
     for (int i = 0; i < plan.kernel_count; i++) {
         const cvf_kernel_info *k = &plan.kernels[i];
         if (k->engine && k->engine[0])
-            printf("  plan %-5s %s, tile %dx%dx%d, splits %d, units %lld, stream %d\n", k->name, k->engine, k->tile_m,
-                   k->tile_n, k->tile_k, k->splits, (long long)k->units, k->stream);
+            printf("  plan %-5s %s, tile %dx%dx%d, splits %d, units %lld, stream %d%s%s\n", k->name, k->engine,
+                   k->tile_m, k->tile_n, k->tile_k, k->splits, (long long)k->units, k->stream,
+                   k->choice && k->choice[0] ? "; " : "", k->choice ? k->choice : "");
     }
     if (plan.workspace_dtype != m->dtype)
         printf("  note: the library keeps grad_fc1_output in %s; the per-kernel rows keep it in %s\n",
                cvf_dtype_name(plan.workspace_dtype), cvf_dtype_name(m->dtype));
     return cvf_dtype_name(plan.workspace_dtype);
+}
+
+/* Prints the engine each GEMM of the case's plan runs on after its first calls, and what the
+ * engine choice measured for it (the plan printed before the calls shows the heuristic's). */
+static void print_choices(const mlp_case *m, int forward)
+{
+    cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype, CVF_GELU_TANH};
+    cvf_mlp_plan plan;
+    cvf_check(m->ctx,
+              forward ? cvf_mlp_forward_plan(m->ctx, &shape, &plan) : cvf_mlp_backward_plan(m->ctx, &shape, &plan),
+              "cvf_mlp_plan");
+    for (int i = 0; i < plan.kernel_count; i++) {
+        const cvf_kernel_info *k = &plan.kernels[i];
+        if (k->candidate_count < 1)
+            continue;
+        printf("  chose %-5s %.40s (%s):", k->name, k->engine ? k->engine : "", k->choice ? k->choice : "");
+        for (int j = 0; j < k->candidate_count; j++)
+            printf(" %s %.4f ms%s", k->candidates[j].engine, (double)k->candidates[j].ms,
+                   j + 1 < k->candidate_count ? "," : "\n");
+    }
 }
 
 /* Runs ours whole and cuBLASLt's whole once and compares their outputs; then runs ours per kernel
@@ -1572,6 +1594,7 @@ static void run_mlp_backward(const bench_case *c, cvf_context *ctx, const lt_env
     r.outputs = &outs;
     compare_outputs(&r, &outs, &m, ours_backward_fn, lb.ok ? lt_backward_fn : NULL, &lb, ours_kernels_fn);
     time_wholes(&r, &m, ours_backward_fn, lb.ok ? lt_backward_fn : NULL, &lb);
+    print_choices(&m, 0);
     kernel_timing rows[] = {
         {"K1", ours_k1_fn, &m, lt_k1_fn, &lb, gemm, 0, "", 0, 0},
         {"K1 plain", ours_k1_plain_fn, &m, lt_call_fn, &lb.k1_plain, gemm, 1, "", 0, 0},
@@ -1636,6 +1659,7 @@ static void run_mlp_forward(const bench_case *c, cvf_context *ctx, const lt_env 
     r.outputs = &outs;
     compare_outputs(&r, &outs, &m, ours_forward_fn, lf.ok ? lt_forward_fn : NULL, &lf, ours_forward_kernels_fn);
     time_wholes(&r, &m, ours_forward_fn, lf.ok ? lt_forward_fn : NULL, &lf);
+    print_choices(&m, 1);
     kernel_timing rows[] = {
         {"fc1", ours_fc1_fn, &m, lt_call_fn, &lf.fc1, gemm, 0, "bias + GELU, fc1_output stored; cublaslt GELU_AUX_BIAS",
          0, 0},
