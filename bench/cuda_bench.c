@@ -1478,14 +1478,22 @@ static void write_mlp_json(const mlp_report *r, FILE *f)
     fflush(f);
 }
 
+/* The library's plan for the case's forward (forward 1) or backward (0) as it stands now. */
+static void mlp_plan_of(const mlp_case *m, int forward, cvf_mlp_plan *plan)
+{
+    cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype, CVF_GELU_TANH};
+    cvf_check(m->ctx,
+              forward ? cvf_mlp_forward_plan(m->ctx, &shape, plan) : cvf_mlp_backward_plan(m->ctx, &shape, plan),
+              forward ? "cvf_mlp_forward_plan" : "cvf_mlp_backward_plan");
+}
+
 /* Prints the library's plan for the case's backward before its first call (its schedule, where
  * the backend gives one; the engines the heuristic would take, since none is measured yet: see
  * print_choices) and returns the name of the dtype it keeps grad_fc1_output in. */
 static const char *print_plan(const mlp_case *m)
 {
-    cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype, CVF_GELU_TANH};
     cvf_mlp_plan plan;
-    cvf_check(m->ctx, cvf_mlp_backward_plan(m->ctx, &shape, &plan), "cvf_mlp_backward_plan");
+    mlp_plan_of(m, 0, &plan);
     for (int i = 0; i < plan.kernel_count; i++) {
         const cvf_kernel_info *k = &plan.kernels[i];
         if (k->engine && k->engine[0])
@@ -1503,11 +1511,8 @@ static const char *print_plan(const mlp_case *m)
  * engine choice measured for it (the plan printed before the calls shows the heuristic's). */
 static void print_choices(const mlp_case *m, int forward)
 {
-    cvf_mlp_shape shape = {m->S, m->H, m->I, m->dtype, CVF_GELU_TANH};
     cvf_mlp_plan plan;
-    cvf_check(m->ctx,
-              forward ? cvf_mlp_forward_plan(m->ctx, &shape, &plan) : cvf_mlp_backward_plan(m->ctx, &shape, &plan),
-              "cvf_mlp_plan");
+    mlp_plan_of(m, forward, &plan);
     for (int i = 0; i < plan.kernel_count; i++) {
         const cvf_kernel_info *k = &plan.kernels[i];
         if (k->candidate_count < 1)
