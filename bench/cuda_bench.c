@@ -1544,12 +1544,6 @@ static void compare_outputs(mlp_report *r, output_set *outs, mlp_case *m, run_fn
     r->perkernel_max_diff = outputs_compare(outs, m->dtype, 0, per_kernel);
 }
 
-/* The smaller of a side's two medians. */
-static float better_of(float first, float again)
-{
-    return again < first ? again : first;
-}
-
 /* Times both wholes in turns, cuBLASLt, ours, cuBLASLt, ours, and keeps each side's smaller
  * median: the same treatment for both (one median of ours against the better of two of theirs
  * read ~1% against ours, half their scatter: docs/PERF.md, fourteenth session). */
@@ -1558,8 +1552,8 @@ static void time_wholes(mlp_report *r, mlp_case *m, run_fn ours, run_fn theirs, 
     r->theirs_ms = theirs ? time_median(theirs, theirs_state, 1, r->warmup, r->repeat, m->stream) : -1;
     r->ours_ms = time_median(ours, m, 1, r->warmup, r->repeat, m->stream);
     if (theirs)
-        r->theirs_ms = better_of(r->theirs_ms, time_median(theirs, theirs_state, 1, r->warmup, r->repeat, m->stream));
-    r->ours_ms = better_of(r->ours_ms, time_median(ours, m, 1, r->warmup, r->repeat, m->stream));
+        r->theirs_ms = fminf(r->theirs_ms, time_median(theirs, theirs_state, 1, r->warmup, r->repeat, m->stream));
+    r->ours_ms = fminf(r->ours_ms, time_median(ours, m, 1, r->warmup, r->repeat, m->stream));
 }
 
 /* The note of a plain row: what the fused kernel's epilogue costs on each side. */
