@@ -89,11 +89,13 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--block", type=int, default=5, help="timed calls of one side before the other's")
+    p.add_argument("--settle", type=float, default=0.0,
+                   help="ms to sleep before each block, after the other side's calls (their threads' spin ends)")
     p.add_argument("--json-out")
     p.add_argument("--check", action="store_true")
     args = p.parse_args()
-    if args.repeat < 1 or args.block < 1 or args.warmup < 0:
-        p.error("--repeat and --block must be at least 1, --warmup at least 0")
+    if args.repeat < 1 or args.block < 1 or args.warmup < 0 or args.settle < 0:
+        p.error("--repeat and --block must be at least 1, --warmup and --settle at least 0")
 
     cpus = sorted(os.sched_getaffinity(0))
     threads = args.threads or len(cpus)
@@ -119,6 +121,8 @@ def main():
         for fn, times in (sides if index % 2 == 0 else sides[::-1]):
             if fn is theirs:
                 cvfuse.park_threads()  # our idle workers stop spinning before torch's block
+            if args.settle:
+                time.sleep(args.settle * 1e-3)
             fn()  # untimed: the other side's threads may still spin
             block = []
             for _ in range(min(args.block, args.repeat - done)):
@@ -139,6 +143,8 @@ def main():
            "cvfuse_threads": threads_used, "pairs": len(pairs),
            "ms": med_o, "min_ms": min(t_ours), "torch_ms": med_t, "torch_min_ms": min(t_theirs),
            "ratio": med_o / med_t, "pair_ratio": pair, "repeat": args.repeat, "warmup": args.warmup, "block": args.block,
+           "settle_ms": args.settle, "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
+           "times_ms": t_ours, "torch_times_ms": t_theirs,
            "torch": torch.__version__, "impl": "side-by-side"}
     if args.check:
         worst = max(rel_diff(our_outputs[k], outputs[k]) for k in our_outputs)
