@@ -9,9 +9,12 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin pairs sbs small_s"  groups to leave out
-#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin and pairs groups; of the sbs group
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin pairs ab sbs wait order small_s"
+#                                     groups to leave out
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin, pairs, ab and order groups; of the
+#                                     sbs and wait groups
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
+#   AB_PATCH                          a `git diff` of a change to measure against this tree (the ab group)
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -316,30 +319,109 @@ if ! skip pairs; then
     fi
 fi
 
-# ---- issue 15's cases, ours and PyTorch eager in one process (bench/torch_cpu_side_by_side.py,
-# through the Python extension built here; DLPACK_INCLUDE_DIR where the host lacks libdlpack-dev),
-# over I15_ROUNDS rounds: separate processes minutes apart disagree by up to 1.5x on this host ----
-if ! skip sbs; then
-    sbs_ok=1
+# ---- an A/B of a change to the library (AB_PATCH: a unified diff against this tree, made with `git diff`):
+# the tree copied to $BUILD-ab-src with the patch applied, built as $BUILD-ab; its op and kernel tests at
+# the default level (the host's best); then bench/cpu_mlp_steps.c against each library, the patched
+# one ("ab") and this tree's ("base") alternated, BLOCK_ROUNDS rounds: the bf16 steps at $MANY
+# threads (wall time) and on 1 thread (thread CPU time, the least noisy measure), the f32 steps at
+# $MANY threads ----
+if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
+    rm -rf "$BUILD-ab-src" && mkdir -p "$BUILD-ab-src" &&
+        cp -r CMakeLists.txt include src tests tools bench cmake "$BUILD-ab-src/" 2> /dev/null
+    patch_file=$(realpath "$AB_PATCH")
+    if (cd "$BUILD-ab-src" && { patch -p1 < "$patch_file" || git apply "$patch_file"; }) > "$OUT/ab_build.log" 2>&1 &&
+        (cmake -S "$BUILD-ab-src" -B "$BUILD-ab" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF &&
+            cmake --build "$BUILD-ab" -j "$JOBS" --target cvfuse test_ops test_kernels) >> "$OUT/ab_build.log" 2>&1 &&
+        build_mlp_steps && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD-ab/libcvfuse.a" \
+        -lpthread -lm -o "$BUILD-ab/mlp_steps" >> "$OUT/ab_build.log" 2>&1; then
+        for t in test_ops test_kernels; do
+            timeout 240 "$BUILD-ab/tests/$t" > "$OUT/ab_$t.log" 2>&1
+            echo "ab $t rc=$? $(grep -E '^test_[a-z]+: ' "$OUT/ab_$t.log" | tail -1)$(grep -m1 FAIL "$OUT/ab_$t.log" | head -c 200)"
+        done
+        for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+            order="base ab"
+            [ $((round % 2)) = 0 ] && order="ab base"
+            for v in $order; do
+                bin=$BUILD/mlp_steps
+                [ $v = ab ] && bin=$BUILD-ab/mlp_steps
+                for run in "20 bf16 $MANY" "5 bf16 1" "10 f32 $MANY"; do
+                    set -- $run
+                    echo "round $round $v $2 threads $3: $("$bin" "$1" -1 full "$2" "$3" $S15 | tail -1)"
+                done
+            done
+        done 2>&1 | tee "$OUT/ab.log"
+    else
+        echo "SKIP ab: the patched library did not build"; tail -20 "$OUT/ab_build.log"
+    fi
+fi
+
+# build_python_pkg: the Python extension built here into $OUT/pkg (DLPACK_INCLUDE_DIR where the host
+# lacks libdlpack-dev), once per run (the sbs and wait groups); false, with the build's tail shown, if it fails.
+python_pkg_built=
+build_python_pkg() {
+    [ -n "$python_pkg_built" ] && return 0
     { ( cmake -S python -B "$BUILD-py" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF \
           -DPython_EXECUTABLE="$(command -v "$PYTHON")" ${DLPACK_INCLUDE_DIR:+-DDLPACK_INCLUDE_DIR=$DLPACK_INCLUDE_DIR} &&
         cmake --build "$BUILD-py" -j "$JOBS" ) > "$OUT/python_build.log" 2>&1 &&
         rm -rf "$OUT/pkg" && mkdir -p "$OUT/pkg" && cp -r python/cvfuse "$OUT/pkg/" &&
-        cp "$BUILD-py"/_cvfuse*.so "$OUT/pkg/cvfuse/"; } || { sbs_ok=0; echo "SKIP sbs: the Python extension did not build";
-                                                          tail -20 "$OUT/python_build.log"; }
-    sbs() { # NAME THREADS ARGS...: one side-by-side run, its row appended to $OUT/sbs.jsonl
-        local name=$1 t=$2; shift 2
-        PYTHONPATH="$OUT/pkg" step "$name" 120 "$PYTHON" bench/torch_cpu_side_by_side.py --threads "$t" "$@" \
-            --json-out "$OUT/sbs.jsonl"
-        grep -E "^ +(gemm|matmul-relu|mlp-backward) |Error" "$OUT/$name.log"
-    }
-    [ $sbs_ok = 1 ] && for round in $(seq "${I15_ROUNDS:-3}"); do
+        cp "$BUILD-py"/_cvfuse*.so "$OUT/pkg/cvfuse/" && python_pkg_built=1; } ||
+        { echo "the Python extension did not build"; tail -20 "$OUT/python_build.log"; return 1; }
+}
+sbs() { # NAME THREADS ARGS...: one side-by-side run, its row appended to $OUT/sbs.jsonl
+    local name=$1 t=$2; shift 2
+    PYTHONPATH="$OUT/pkg" step "$name" 120 "$PYTHON" bench/torch_cpu_side_by_side.py --threads "$t" "$@" \
+        --json-out "$OUT/sbs.jsonl"
+    grep -E "^ +(gemm|matmul-relu|mlp-backward) |Error" "$OUT/$name.log"
+}
+
+# ---- issue 15's cases, ours and PyTorch eager in one process (bench/torch_cpu_side_by_side.py,
+# through the Python extension built here), over I15_ROUNDS rounds: separate processes minutes
+# apart disagree by up to 1.5x on this host ----
+if ! skip sbs; then
+    build_python_pkg && for round in $(seq "${I15_ROUNDS:-3}"); do
         sbs "sbs_r${round}_mmrelu_t$MANY" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 --repeat 30 --warmup 3
         sbs "sbs_r${round}_mlpbw_bf16" "$MANY" --op mlp-backward --dtype bf16 --S $S15 --H 768 --I 3072 --repeat 20 --warmup 3
         sbs "sbs_r${round}_mlpbw_f32" "$MANY" --op mlp-backward --dtype f32 --S $S15 --H 768 --I 3072 --repeat 10 --warmup 2
         sbs "sbs_r${round}_mmrelu_t2" 2 --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 --repeat 10 --warmup 2
         sbs "sbs_r${round}_mlpbw_bf16_s256" "$MANY" --op mlp-backward --dtype bf16 --S 256 --H 768 --I 3072 --repeat 30 --warmup 3
     done
+fi
+
+# ---- issue 15: what PyTorch's idle OpenMP threads cost the calls of ours that follow its block
+# (PERF.md, sixteenth session): three sbs cases under libgomp's default wait, under
+# OMP_WAIT_POLICY=PASSIVE (its threads sleep at once) and with --settle 50 (50 ms of sleep before
+# each block, longer than the default spin), over I15_ROUNDS rounds; each row carries every call's
+# time (times_ms, torch_times_ms in $OUT/sbs.jsonl) ----
+if ! skip wait; then
+    build_python_pkg && for round in $(seq "${I15_ROUNDS:-3}"); do
+        for wait in default passive settle; do
+            settle= # the option of this wait
+            [ $wait = settle ] && settle="--settle 50"
+            if [ $wait = passive ]; then export OMP_WAIT_POLICY=PASSIVE; else unset OMP_WAIT_POLICY; fi
+            sbs "wait_r${round}_${wait}_mlpbw_bf16" "$MANY" --op mlp-backward --dtype bf16 --S $S15 --H 768 --I 3072 \
+                --repeat 20 --warmup 3 $settle
+            sbs "wait_r${round}_${wait}_mlpbw_f32" "$MANY" --op mlp-backward --dtype f32 --S $S15 --H 768 --I 3072 \
+                --repeat 10 --warmup 2 $settle
+            sbs "wait_r${round}_${wait}_mmrelu_t$MANY" "$MANY" --op matmul-relu --dtype bf16 --m 2048 --n 2048 --k 2048 \
+                --repeat 30 --warmup 3 $settle
+        done
+    done
+    unset OMP_WAIT_POLICY
+fi
+
+# ---- issue 15: the AMX kernel's instruction order (bench/cpu_amx_order_probe.c: the library's kernel
+# beside copies of its loop in other orders, and the tile unit's bounds), on one CPU, operands in L1,
+# L2 and beyond, BLOCK_ROUNDS rounds in each run ----
+if ! skip order; then
+    if gcc -O2 -std=c11 -D_GNU_SOURCE -mavx512f -mamx-tile -mamx-bf16 -Iinclude -Isrc bench/cpu_amx_order_probe.c \
+        "$BUILD/libcvfuse.a" -lpthread -lm -o "$BUILD/amx_order" 2> "$OUT/amx_order_build.log"; then
+        cpu=$(($(nproc) > 4 ? 3 : $(nproc) - 1)) # CPU 3, as the earlier kernel probes ran on
+        for shape in "256 1 1" "768 1 2" "2048 1 8" "2048 8 1" "768 96 2"; do
+            timeout 120 taskset -c $cpu "$BUILD/amx_order" $shape "${BLOCK_ROUNDS:-3}"
+        done 2>&1 | tee "$OUT/order.log"
+    else
+        echo "SKIP order: amx_order did not build"; tail -5 "$OUT/amx_order_build.log"
+    fi
 fi
 
 # ---- a short backward on many threads (S = 256): its GEMMs as plain products under the default
