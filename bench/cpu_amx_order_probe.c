@@ -16,6 +16,10 @@
  *   32x16     two accumulators, the operands double-buffered in the spare tiles (half the products)
  *   peak      the four products alone on operands loaded once (the unit's rate)
  *   loads     the four loads alone (counted as if the products ran: their bound)
+ *   .../cB    the same with B's two tiles of a block in the compact layout (b_layout): a public
+ *             AMX study (usstq/mm_amx's README) found strided tile loads from L2 slower than
+ *             dense ones, ~66% of a tile per tdpbf16ps with one operand strided against ~75%
+ *             with both dense; the library's B tiles are strided (64 of every 128 bytes)
  *
  * Not part of the build; on a CPU with AMX (the library built first):
  *
@@ -38,15 +42,22 @@
 #define NR 32
 #define KT 32
 #define A_STRIDE (KT * 2) /* bytes from one A row of a block to the next */
-#define B_STRIDE (NR * 4) /* bytes from one row of VNNI pairs to the next */
 
-typedef void (*order_fn)(long blocks, const uint16_t *a, const uint16_t *b, float *c);
+/* Where B's two tiles of a block lie: the library's layout interleaves them row by row (B1 32
+ * elements into each 128-byte row); the compact one puts B0's 16 rows of 64 bytes first, then
+ * B1's, so that each tile load reads 1 KB in a row. */
+typedef struct b_layout {
+    long stride;    /* bytes from one row of a tile to the next */
+    long b1_offset; /* elements from B0's first row to B1's */
+} b_layout;
+
+typedef void (*order_fn)(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay, float *c);
 
 /* The four loads of block t: A rows 0-15 and 16-31, B columns 0-15 and 16-31. */
 #define LOAD_A0(tile, t) _tile_loadd(tile, a + (t)*MR * KT, A_STRIDE)
 #define LOAD_A1(tile, t) _tile_loadd(tile, a + (t)*MR * KT + 16 * KT, A_STRIDE)
-#define LOAD_B0(tile, t) _tile_loadd(tile, b + (t) * (KT / 2) * NR * 2, B_STRIDE)
-#define LOAD_B1(tile, t) _tile_loadd(tile, b + (t) * (KT / 2) * NR * 2 + 32, B_STRIDE)
+#define LOAD_B0(tile, t) _tile_loadd(tile, b + (t) * (KT / 2) * NR * 2, lay.stride)
+#define LOAD_B1(tile, t) _tile_loadd(tile, b + (t) * (KT / 2) * NR * 2 + lay.b1_offset, lay.stride)
 
 static inline void zero_accumulators(void)
 {
@@ -65,7 +76,7 @@ static inline void store_accumulators(float *c)
 }
 
 /* One block in the library's order. */
-static inline __attribute__((always_inline)) void block_v0(long t, const uint16_t *a, const uint16_t *b)
+static inline __attribute__((always_inline)) void block_v0(long t, const uint16_t *a, const uint16_t *b, b_layout lay)
 {
     LOAD_A0(4, t);
     LOAD_B0(6, t);
@@ -77,15 +88,17 @@ static inline __attribute__((always_inline)) void block_v0(long t, const uint16_
     _tile_dpbf16ps(3, 5, 7);
 }
 
-__attribute__((noinline)) static void order_v0(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+__attribute__((noinline)) static void order_v0(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                               float *c)
 {
     zero_accumulators();
     for (long t = 0; t < blocks; t++)
-        block_v0(t, a, b);
+        block_v0(t, a, b, lay);
     store_accumulators(c);
 }
 
-__attribute__((noinline)) static void order_pingpong(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+__attribute__((noinline)) static void order_pingpong(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                                     float *c)
 {
     zero_accumulators();
     long t = 0;
@@ -108,11 +121,12 @@ __attribute__((noinline)) static void order_pingpong(long blocks, const uint16_t
         _tile_dpbf16ps(3, 5, 7);
     }
     for (; t < blocks; t++)
-        block_v0(t, a, b);
+        block_v0(t, a, b, lay);
     store_accumulators(c);
 }
 
-__attribute__((noinline)) static void order_loads_first(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+__attribute__((noinline)) static void order_loads_first(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                                        float *c)
 {
     zero_accumulators();
     for (long t = 0; t < blocks; t++) {
@@ -129,7 +143,8 @@ __attribute__((noinline)) static void order_loads_first(long blocks, const uint1
 }
 
 /* C columns 0-15 only; blocks in pairs, the odd block's operands in tiles 4, 5 and 7. */
-__attribute__((noinline)) static void order_32x16(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+__attribute__((noinline)) static void order_32x16(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                                  float *c)
 {
     _tile_zero(0);
     _tile_zero(1);
@@ -149,7 +164,8 @@ __attribute__((noinline)) static void order_32x16(long blocks, const uint16_t *a
     _tile_stored(1, c + 16 * NR, NR * 4);
 }
 
-__attribute__((noinline)) static void order_peak(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+__attribute__((noinline)) static void order_peak(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                                 float *c)
 {
     zero_accumulators();
     LOAD_A0(4, 0);
@@ -165,7 +181,8 @@ __attribute__((noinline)) static void order_peak(long blocks, const uint16_t *a,
     store_accumulators(c);
 }
 
-__attribute__((noinline)) static void order_loads(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+__attribute__((noinline)) static void order_loads(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                                  float *c)
 {
     zero_accumulators();
     for (long t = 0; t < blocks; t++) {
@@ -180,8 +197,9 @@ __attribute__((noinline)) static void order_loads(long blocks, const uint16_t *a
 static const cvf_cpu_kernel *library_kernel;
 
 /* The library's kernel on one full tile (the same arguments as cpu_amx_kernel_probe.c's). */
-static void order_library(long blocks, const uint16_t *a, const uint16_t *b, float *c)
+static void order_library(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay, float *c)
 {
+    (void)lay; /* always its own layout */
     library_kernel->run(blocks * KT, a, b, c, NR, MR, NR, 0);
 }
 
@@ -191,10 +209,12 @@ int main(int argc, char **argv)
         const char *name;
         order_fn fn;
         double share; /* of a 32 x 32 tile's products */
+        int compact;  /* B in the compact layout */
     } orders[] = {
-        {"lib", order_library, 1},          {"v0", order_v0, 1},         {"pingpong", order_pingpong, 1},
-        {"loads1st", order_loads_first, 1}, {"32x16", order_32x16, 0.5}, {"peak", order_peak, 1},
-        {"loads", order_loads, 1},
+        {"lib", order_library, 1, 0},          {"v0", order_v0, 1, 0},         {"pingpong", order_pingpong, 1, 0},
+        {"loads1st", order_loads_first, 1, 0}, {"32x16", order_32x16, 0.5, 0}, {"peak", order_peak, 1, 0},
+        {"loads", order_loads, 1, 0},          {"v0/cB", order_v0, 1, 1},      {"pingpong/cB", order_pingpong, 1, 1},
+        {"loads/cB", order_loads, 1, 1},
     };
     long kc = argc > 1 ? atol(argv[1]) : 256, b_panels = argc > 2 ? atol(argv[2]) : 1;
     long a_panels = argc > 3 ? atol(argv[3]) : 1;
@@ -223,15 +243,16 @@ int main(int argc, char **argv)
     library_kernel->begin(); /* the library's tile configuration: 8 tiles of 16 x 64 bytes */
     for (int r = 0; r < rounds; r++)
         for (size_t v = 0; v < sizeof orders / sizeof orders[0]; v++) {
+            const b_layout lay = orders[v].compact ? (b_layout){64, 16 * NR} : (b_layout){NR * 4, 32};
             double t = bench_thread_seconds();
             for (long x = 0; x < calls; x++)
                 for (long j = 0; j < b_panels; j++)
                     for (long i = 0; i < a_panels; i++)
-                        orders[v].fn(blocks, a + (size_t)i * a_elts, b + (size_t)j * b_elts,
+                        orders[v].fn(blocks, a + (size_t)i * a_elts, b + (size_t)j * b_elts, lay,
                                      c + (size_t)(j * a_panels + i) * MR * NR);
             t = bench_thread_seconds() - t;
             double flops = orders[v].share * 2.0 * MR * NR * (double)kc * (double)tiles * (double)calls;
-            printf("kc=%ld b_panels=%ld a_panels=%ld round %d %-9s %7.1f GFLOP/s\n", kc, b_panels, a_panels, r,
+            printf("kc=%ld b_panels=%ld a_panels=%ld round %d %-11s %7.1f GFLOP/s\n", kc, b_panels, a_panels, r,
                    orders[v].name, flops / t * 1e-9);
         }
     library_kernel->end();
