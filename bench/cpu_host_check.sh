@@ -14,7 +14,7 @@
 #   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin, pairs, ab and order groups; of the
 #                                     sbs and wait groups
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
-#   AB_PATCH                          a `git diff` of a change to measure against this tree (the ab group)
+#   AB_PATCH="F ..."                  `git diff`s of changes to measure against this tree (the ab group)
 #   THREADS_LIST="1 2 4 8 16"         the scaling sweep's thread counts; its last is the "many threads"
 #                                     count of the suite and of issue 15's cases
 #   JOBS=16                           build parallelism          PYTHON=python3   the one with torch
@@ -319,39 +319,44 @@ if ! skip pairs; then
     fi
 fi
 
-# ---- an A/B of a change to the library (AB_PATCH: a unified diff against this tree, made with `git diff`):
-# the tree copied to $BUILD-ab-src with the patch applied, built as $BUILD-ab; its op and kernel tests at
-# the default level (the host's best); then bench/cpu_mlp_steps.c against each library, the patched
-# one ("ab") and this tree's ("base") alternated, BLOCK_ROUNDS rounds: the bf16 steps at $MANY
-# threads (wall time) and on 1 thread (thread CPU time, the least noisy measure), the f32 steps at
-# $MANY threads ----
+# ---- A/B of changes to the library (AB_PATCH: one or more unified diffs against this tree, made with
+# `git diff`, separated by spaces): for the n-th, the tree copied to $BUILD-abN-src with the patch
+# applied, built as $BUILD-abN, its op and kernel tests at the default level (the host's best); then
+# bench/cpu_mlp_steps.c against each library, this tree's ("base") and each abN, in turns that start
+# one later each round, BLOCK_ROUNDS rounds: the bf16 steps at $MANY threads (wall time) and on 1
+# thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads ----
 if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
-    rm -rf "$BUILD-ab-src" && mkdir -p "$BUILD-ab-src" &&
-        cp -r CMakeLists.txt include src tests tools bench cmake "$BUILD-ab-src/" 2> /dev/null
-    patch_file=$(realpath "$AB_PATCH")
-    if (cd "$BUILD-ab-src" && { patch -p1 < "$patch_file" || git apply "$patch_file"; }) > "$OUT/ab_build.log" 2>&1 &&
-        (cmake -S "$BUILD-ab-src" -B "$BUILD-ab" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF &&
-            cmake --build "$BUILD-ab" -j "$JOBS" --target cvfuse test_ops test_kernels) >> "$OUT/ab_build.log" 2>&1 &&
-        build_mlp_steps && gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD-ab/libcvfuse.a" \
-        -lpthread -lm -o "$BUILD-ab/mlp_steps" >> "$OUT/ab_build.log" 2>&1; then
-        for t in test_ops test_kernels; do
-            timeout 240 "$BUILD-ab/tests/$t" > "$OUT/ab_$t.log" 2>&1
-            echo "ab $t rc=$? $(grep -E '^test_[a-z]+: ' "$OUT/ab_$t.log" | tail -1)$(grep -m1 FAIL "$OUT/ab_$t.log" | head -c 200)"
+    if build_mlp_steps; then
+        variants=(base) bins=("$BUILD/mlp_steps") n=0
+        for patch in $AB_PATCH; do
+            n=$((n + 1)) src=$BUILD-ab$n-src dir=$BUILD-ab$n patch_file=$(realpath "$patch")
+            rm -rf "$src" && mkdir -p "$src" && cp -r CMakeLists.txt include src tests tools bench cmake "$src/"
+            if (cd "$src" && { patch -p1 < "$patch_file" || git apply "$patch_file"; }) > "$OUT/ab${n}_build.log" 2>&1 &&
+                (cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF &&
+                    cmake --build "$dir" -j "$JOBS" --target cvfuse test_ops test_kernels) >> "$OUT/ab${n}_build.log" 2>&1 &&
+                gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$dir/libcvfuse.a" -lpthread -lm \
+                    -o "$dir/mlp_steps" >> "$OUT/ab${n}_build.log" 2>&1; then
+                echo "ab$n: $patch"
+                for t in test_ops test_kernels; do
+                    timeout 240 "$dir/tests/$t" > "$OUT/ab${n}_$t.log" 2>&1
+                    echo "ab$n $t rc=$? $(grep -E '^test_[a-z]+: ' "$OUT/ab${n}_$t.log" | tail -1)$(grep -m1 FAIL "$OUT/ab${n}_$t.log" | head -c 200)"
+                done
+                variants+=("ab$n") bins+=("$dir/mlp_steps")
+            else
+                echo "SKIP ab$n ($patch): the patched library did not build"; tail -20 "$OUT/ab${n}_build.log"
+            fi
         done
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
-            order="base ab"
-            [ $((round % 2)) = 0 ] && order="ab base"
-            for v in $order; do
-                bin=$BUILD/mlp_steps
-                [ $v = ab ] && bin=$BUILD-ab/mlp_steps
+            for k in $(seq 0 $((${#variants[@]} - 1))); do
+                v=$(((k + round - 1) % ${#variants[@]}))
                 for run in "20 bf16 $MANY" "5 bf16 1" "10 f32 $MANY"; do
                     set -- $run
-                    echo "round $round $v $2 threads $3: $("$bin" "$1" -1 full "$2" "$3" $S15 | tail -1)"
+                    echo "round $round ${variants[$v]} $2 threads $3: $("${bins[$v]}" "$1" -1 full "$2" "$3" $S15 | tail -1)"
                 done
             done
         done 2>&1 | tee "$OUT/ab.log"
     else
-        echo "SKIP ab: the patched library did not build"; tail -20 "$OUT/ab_build.log"
+        echo "SKIP ab: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
     fi
 fi
 
