@@ -15,6 +15,7 @@
  *   loads1st  the four loads, then the four products
  *   32x16     two accumulators, the operands double-buffered in the spare tiles (half the products)
  *   peak      the four products alone on operands loaded once (the unit's rate)
+ *   peak6     six accumulators on one A and one B tile: whether four chains keep the unit busy
  *   loads     the four loads alone (counted as if the products ran: their bound)
  *   .../cB    the same with B's two tiles of a block in the compact layout (b_layout): a public
  *             AMX study (usstq/mm_amx's README) found strided tile loads from L2 slower than
@@ -181,6 +182,29 @@ __attribute__((noinline)) static void order_peak(long blocks, const uint16_t *a,
     store_accumulators(c);
 }
 
+/* Six accumulators on one A and one B tile (6 products a block, counted as 1.5 tiles): whether
+ * four chains of tdpbf16ps are enough to keep the unit busy, or its latency shows through them. */
+__attribute__((noinline)) static void order_peak6(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
+                                                  float *c)
+{
+    zero_accumulators();
+    _tile_zero(4);
+    _tile_zero(5);
+    LOAD_A0(6, 0);
+    LOAD_B0(7, 0);
+    for (long t = 0; t < blocks; t++) {
+        _tile_dpbf16ps(0, 6, 7);
+        _tile_dpbf16ps(1, 6, 7);
+        _tile_dpbf16ps(2, 6, 7);
+        _tile_dpbf16ps(3, 6, 7);
+        _tile_dpbf16ps(4, 6, 7);
+        _tile_dpbf16ps(5, 6, 7);
+    }
+    store_accumulators(c);
+    _tile_stored(4, c, NR * 4); /* into the first tile's rows: only the time matters */
+    _tile_stored(5, c, NR * 4);
+}
+
 __attribute__((noinline)) static void order_loads(long blocks, const uint16_t *a, const uint16_t *b, b_layout lay,
                                                   float *c)
 {
@@ -211,10 +235,10 @@ int main(int argc, char **argv)
         double share; /* of a 32 x 32 tile's products */
         int compact;  /* B in the compact layout */
     } orders[] = {
-        {"lib", order_library, 1, 0},          {"v0", order_v0, 1, 0},         {"pingpong", order_pingpong, 1, 0},
-        {"loads1st", order_loads_first, 1, 0}, {"32x16", order_32x16, 0.5, 0}, {"peak", order_peak, 1, 0},
-        {"loads", order_loads, 1, 0},          {"v0/cB", order_v0, 1, 1},      {"pingpong/cB", order_pingpong, 1, 1},
-        {"loads/cB", order_loads, 1, 1},
+        {"lib", order_library, 1, 0},          {"v0", order_v0, 1, 0},          {"pingpong", order_pingpong, 1, 0},
+        {"loads1st", order_loads_first, 1, 0}, {"32x16", order_32x16, 0.5, 0},  {"peak", order_peak, 1, 0},
+        {"peak6", order_peak6, 1.5, 0},        {"loads", order_loads, 1, 0},    {"v0/cB", order_v0, 1, 1},
+        {"pingpong/cB", order_pingpong, 1, 1}, {"loads/cB", order_loads, 1, 1},
     };
     long kc = argc > 1 ? atol(argv[1]) : 256, b_panels = argc > 2 ? atol(argv[2]) : 1;
     long a_panels = argc > 3 ? atol(argv[3]) : 1;
