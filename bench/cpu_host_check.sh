@@ -396,7 +396,7 @@ fi
 # (PERF.md, sixteenth session): three sbs cases under libgomp's default wait, under
 # OMP_WAIT_POLICY=PASSIVE (its threads sleep at once) and with --settle 50 (50 ms of sleep before
 # each block, longer than the default spin), over I15_ROUNDS rounds; each row carries every call's
-# time (times_ms, torch_times_ms in $OUT/sbs.jsonl) ----
+# time (times_ms, torch_times_ms in $OUT/sbs.jsonl), summed up by bench/summarize_sbs_times.py ----
 if ! skip wait; then
     build_python_pkg && for round in $(seq "${I15_ROUNDS:-3}"); do
         for wait in default passive settle; do
@@ -412,6 +412,7 @@ if ! skip wait; then
         done
     done
     unset OMP_WAIT_POLICY
+    "$PYTHON" bench/summarize_sbs_times.py "$OUT/sbs.jsonl" | tee "$OUT/wait_summary.txt"
 fi
 
 # ---- issue 15: the AMX kernel's instruction order (bench/cpu_amx_order_probe.c: the library's kernel
