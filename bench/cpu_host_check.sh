@@ -325,13 +325,26 @@ fi
 # bench/cpu_mlp_steps.c against each library, this tree's ("base") and each abN, in turns that start
 # one later each round, BLOCK_ROUNDS rounds: the bf16 steps at $MANY threads (wall time) and on 1
 # thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads ----
+# apply_whole FILE: applies a unified diff to the current folder, all of it or nothing, without fuzz (patch checks it
+# first; git apply, where patch is missing, is atomic outside a repository: the ceiling keeps it from
+# taking the enclosing one, where it would skip every path outside this folder and still succeed)
+apply_whole() {
+    if command -v patch > /dev/null; then
+        patch -p1 -N -F0 --batch --dry-run < "$1" && patch -p1 -N -F0 --batch < "$1"
+    else
+        GIT_CEILING_DIRECTORIES=$(dirname "$PWD") git apply "$1"
+    fi
+}
 if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
     if build_mlp_steps; then
         variants=(base) bins=("$BUILD/mlp_steps") n=0
         for patch in $AB_PATCH; do
             n=$((n + 1)) src=$BUILD-ab$n-src dir=$BUILD-ab$n patch_file=$(realpath "$patch")
-            rm -rf "$src" && mkdir -p "$src" && cp -r CMakeLists.txt include src tests tools bench cmake "$src/"
-            if (cd "$src" && { patch -p1 < "$patch_file" || git apply "$patch_file"; }) > "$OUT/ab${n}_build.log" 2>&1 &&
+            rm -rf "$src" && mkdir -p "$src"
+            for f in *; do # the tree as it is, without build folders
+                case $f in build*) ;; *) cp -r "$f" "$src/" ;; esac
+            done
+            if (cd "$src" && apply_whole "$patch_file") > "$OUT/ab${n}_build.log" 2>&1 &&
                 (cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF &&
                     cmake --build "$dir" -j "$JOBS" --target cvfuse test_ops test_kernels) >> "$OUT/ab${n}_build.log" 2>&1 &&
                 gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$dir/libcvfuse.a" -lpthread -lm \
@@ -372,10 +385,10 @@ build_python_pkg() {
         cp "$BUILD-py"/_cvfuse*.so "$OUT/pkg/cvfuse/" && python_pkg_built=1; } ||
         { echo "the Python extension did not build"; tail -20 "$OUT/python_build.log"; return 1; }
 }
-sbs() { # NAME THREADS ARGS...: one side-by-side run, its row appended to $OUT/sbs.jsonl
+sbs() { # NAME THREADS ARGS...: one side-by-side run, its row appended to ${SBS_JSONL:-$OUT/sbs.jsonl}
     local name=$1 t=$2; shift 2
     PYTHONPATH="$OUT/pkg" step "$name" 120 "$PYTHON" bench/torch_cpu_side_by_side.py --threads "$t" "$@" \
-        --json-out "$OUT/sbs.jsonl"
+        --json-out "${SBS_JSONL:-$OUT/sbs.jsonl}"
     grep -E "^ +(gemm|matmul-relu|mlp-backward) |Error" "$OUT/$name.log"
 }
 
@@ -395,9 +408,12 @@ fi
 # ---- issue 15: what PyTorch's idle OpenMP threads cost the calls of ours that follow its block
 # (PERF.md, sixteenth session): three sbs cases under libgomp's default wait, under
 # OMP_WAIT_POLICY=PASSIVE (its threads sleep at once) and with --settle 50 (50 ms of sleep before
-# each block, longer than the default spin), over I15_ROUNDS rounds; each row carries every call's
-# time (times_ms, torch_times_ms in $OUT/sbs.jsonl), summed up by bench/summarize_sbs_times.py ----
+# each block, longer than the default spin), over I15_ROUNDS rounds; rows in $OUT/wait.jsonl, each
+# with every call's time (times_ms, torch_times_ms), summed up by bench/summarize_sbs_times.py ----
 if ! skip wait; then
+    caller_policy=${OMP_WAIT_POLICY-unset} # restored after the group
+    SBS_JSONL=$OUT/wait.jsonl
+    : > "$SBS_JSONL"
     build_python_pkg && for round in $(seq "${I15_ROUNDS:-3}"); do
         for wait in default passive settle; do
             settle= # the option of this wait
@@ -411,8 +427,9 @@ if ! skip wait; then
                 --repeat 30 --warmup 3 $settle
         done
     done
-    unset OMP_WAIT_POLICY
-    "$PYTHON" bench/summarize_sbs_times.py "$OUT/sbs.jsonl" | tee "$OUT/wait_summary.txt"
+    unset OMP_WAIT_POLICY SBS_JSONL
+    [ "$caller_policy" = unset ] || export OMP_WAIT_POLICY=$caller_policy
+    [ -s "$OUT/wait.jsonl" ] && "$PYTHON" bench/summarize_sbs_times.py "$OUT/wait.jsonl" | tee "$OUT/wait_summary.txt"
 fi
 
 # ---- issue 15: the AMX kernel's instruction order (bench/cpu_amx_order_probe.c: the library's kernel
