@@ -9,7 +9,7 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin pairs ab sbs wait order small_s"
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin pairs ab sbs wait order pause small_s"
 #                                     groups to leave out
 #   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin, pairs, ab and order groups; of the
 #                                     sbs and wait groups
@@ -444,6 +444,22 @@ if ! skip order; then
         done 2>&1 | tee "$OUT/order.log"
     else
         echo "SKIP order: amx_order did not build"; tail -5 "$OUT/amx_order_build.log"
+    fi
+fi
+
+# ---- the first call after a pause (bench/cpu_pause_probe.c): waking the pool's sleeping workers
+# after its spin, and the cores' own state after idling, at $MANY threads and on 1, with the default
+# spin and with workers that never sleep ----
+if ! skip pause; then
+    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_pause_probe.c "$BUILD/libcvfuse.a" -lpthread -lm \
+        -o "$BUILD/pause_probe" 2> "$OUT/pause_probe_build.log"; then
+        {
+            "$BUILD/pause_probe" "$MANY" 1024 2 bf16
+            CVF_CPU_SPIN_US=100000 "$BUILD/pause_probe" "$MANY" 1024 1 bf16
+            "$BUILD/pause_probe" 1 1024 2 bf16
+        } 2>&1 | tee "$OUT/pause.log"
+    else
+        echo "SKIP pause: pause_probe did not build"; tail -5 "$OUT/pause_probe_build.log"
     fi
 fi
 
