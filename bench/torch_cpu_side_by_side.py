@@ -24,6 +24,9 @@ spinning threads; ours are parked with cvfuse.park_threads() before torch's bloc
 bench` parks them before OpenBLAS's calls), then --block timed calls, each side hot as in a loop
 of its own calls; a pair is then two neighbouring blocks' medians. The side that goes first
 alternates from pair to pair, so that a steady drift of the machine cancels out of the pairs.
+--settle MS sleeps that long before each block as well (after our workers are parked), so that
+libgomp's spinning threads (~300,000 pauses before they sleep) are asleep before the untimed call;
+each row carries every call's time (times_ms, torch_times_ms, in order, blocks of --block).
 Threads: torch.set_num_threads(N); cvfuse's context takes one thread per CPU the process may run
 on, so the process is first restricted to N CPUs (sched_setaffinity; both libraries then share
 them). --check compares both sides' outputs with each other once (largest relative Frobenius
@@ -31,7 +34,7 @@ difference).
 
 usage: bench/torch_cpu_side_by_side.py --op OP --dtype T [--m M --n N --k K | --S S --H H --I I]
                                        [--threads N] [--repeat N] [--warmup N] [--block N]
-                                       [--json-out FILE] [--check]
+                                       [--settle MS] [--json-out FILE] [--check]
 """
 import argparse
 import json
