@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Where the calls of bench/torch_cpu_side_by_side.py spread (issue 15; PERF.md, sixteenth session).
 
-Reads the JSON rows the script appends (--json-out; bench/cpu_host_check.sh's $OUT/wait.jsonl and
-$OUT/sbs.jsonl) and,
-for each row that carries every call's time, prints per side: the minimum, the median, the
-median over the minimum, and the medians of the first timed call of each block and of the
-others. If the other side's idle threads slow the calls that follow its block, the first calls
+Reads the JSON rows the script appends (--json-out; bench/cpu_host_check.sh's $OUT/wait.jsonl
+and $OUT/sbs.jsonl) and, for each row that carries every call's time, prints per side: the
+minimum, the median, the median over the minimum, and the medians of the first timed call of
+each block and of the others. If the other side's idle threads slow the calls that follow its block, the first calls
 of a block are the slow ones; under OMP_WAIT_POLICY=PASSIVE or --settle they should not be.
 
 usage: bench/summarize_sbs_times.py SBS.jsonl [...]
