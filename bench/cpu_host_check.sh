@@ -42,13 +42,21 @@ step() {
     timeout "$limit" "$@" > "$OUT/$name.log" 2>&1; rc=$?
     echo "-- $name rc=$rc $((SECONDS - t0))s"
 }
+# build_probe SOURCE DIR NAME LOG [FLAGS...]: a stand-alone probe of bench/ (compiled by hand, as its
+# header says) against DIR/libcvfuse.a as DIR/NAME, the compiler's output appended to LOG; false if
+# it fails.
+build_probe() {
+    local source=$1 dir=$2 name=$3 log=$4
+    shift 4
+    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude "$@" "$source" "$dir/libcvfuse.a" -lpthread -lm -o "$dir/$name" \
+        >> "$log" 2>&1
+}
 # build_mlp_steps: bench/cpu_mlp_steps.c against this run's library as $BUILD/mlp_steps, once per run
-# (the reshape and spin groups); false, with the compiler's output in $OUT/mlp_steps_build.log, if it fails.
+# (the reshape, spin and ab groups); false, with the compiler's output in $OUT/mlp_steps_build.log, if it fails.
 mlp_steps_built=
 build_mlp_steps() {
     [ -n "$mlp_steps_built" ] && return 0
-    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$BUILD/libcvfuse.a" -lpthread -lm \
-        -o "$BUILD/mlp_steps" 2> "$OUT/mlp_steps_build.log" && mlp_steps_built=1
+    build_probe bench/cpu_mlp_steps.c "$BUILD" mlp_steps "$OUT/mlp_steps_build.log" && mlp_steps_built=1
 }
 # steps_under_splits ROUND DTYPE REPEAT "STEP MC,CHUNKS ..." ...: each given GEMM of the MLP backward
 # (bench/cpu_mlp_steps.c's step index) at $MANY threads, S = $S15, under the default split and then each
@@ -304,8 +312,7 @@ fi
 # turns in one process; bf16 and f32 at S = 2048, many threads cut in half
 # and 10 + 6 (K1's epilogue is the heavier), and at S = 256 cut in half, BLOCK_ROUNDS rounds ----
 if ! skip pairs; then
-    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_pairs.c "$BUILD/libcvfuse.a" -lpthread -lm \
-        -o "$BUILD/mlp_pairs" 2> "$OUT/mlp_pairs_build.log"; then
+    if build_probe bench/cpu_mlp_pairs.c "$BUILD" mlp_pairs "$OUT/mlp_pairs_build.log"; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
             for run in "bf16 $((MANY / 2)) $S15" "f32 $((MANY / 2)) $S15" "bf16 $((MANY * 5 / 8)) $S15" \
                 "f32 $((MANY * 5 / 8)) $S15" "bf16 $((MANY / 2)) 256" "f32 $((MANY / 2)) 256"; do
@@ -319,12 +326,6 @@ if ! skip pairs; then
     fi
 fi
 
-# ---- A/B of changes to the library (AB_PATCH: one or more unified diffs against this tree, made with
-# `git diff`, separated by spaces): for the n-th, the tree copied to $BUILD-abN-src with the patch
-# applied, built as $BUILD-abN, its op and kernel tests at the default level (the host's best); then
-# bench/cpu_mlp_steps.c against each library, this tree's ("base") and each abN, in turns that start
-# one later each round, BLOCK_ROUNDS rounds: the bf16 steps at $MANY threads (wall time) and on 1
-# thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads ----
 # apply_whole FILE: applies a unified diff to the current folder, all of it or nothing, without fuzz (patch checks it
 # first; git apply, where patch is missing, is atomic outside a repository: the ceiling keeps it from
 # taking the enclosing one, where it would skip every path outside this folder and still succeed)
@@ -335,6 +336,12 @@ apply_whole() {
         GIT_CEILING_DIRECTORIES=$(dirname "$PWD") git apply "$1"
     fi
 }
+# ---- A/B of changes to the library (AB_PATCH: one or more unified diffs against this tree, made with
+# `git diff`, separated by spaces): for the n-th, the tree copied to $BUILD-abN-src with the patch
+# applied, built as $BUILD-abN, its op and kernel tests at the default level (the host's best); then
+# bench/cpu_mlp_steps.c against each library, this tree's ("base") and each abN, in turns that start
+# one later each round, BLOCK_ROUNDS rounds: the bf16 steps at $MANY threads (wall time) and on 1
+# thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads ----
 if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
     if build_mlp_steps; then
         variants=(base) bins=("$BUILD/mlp_steps") n=0
@@ -347,8 +354,7 @@ if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
             if (cd "$src" && apply_whole "$patch_file") > "$OUT/ab${n}_build.log" 2>&1 &&
                 (cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF &&
                     cmake --build "$dir" -j "$JOBS" --target cvfuse test_ops test_kernels) >> "$OUT/ab${n}_build.log" 2>&1 &&
-                gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_mlp_steps.c "$dir/libcvfuse.a" -lpthread -lm \
-                    -o "$dir/mlp_steps" >> "$OUT/ab${n}_build.log" 2>&1; then
+                build_probe bench/cpu_mlp_steps.c "$dir" mlp_steps "$OUT/ab${n}_build.log"; then
                 echo "ab$n: $patch"
                 for t in test_ops test_kernels; do
                     timeout 240 "$dir/tests/$t" > "$OUT/ab${n}_$t.log" 2>&1
@@ -436,8 +442,8 @@ fi
 # beside copies of its loop in other orders, and the tile unit's bounds), on one CPU, operands in L1,
 # L2 and beyond, BLOCK_ROUNDS rounds in each run ----
 if ! skip order; then
-    if gcc -O2 -std=c11 -D_GNU_SOURCE -mavx512f -mamx-tile -mamx-bf16 -Iinclude -Isrc bench/cpu_amx_order_probe.c \
-        "$BUILD/libcvfuse.a" -lpthread -lm -o "$BUILD/amx_order" 2> "$OUT/amx_order_build.log"; then
+    if build_probe bench/cpu_amx_order_probe.c "$BUILD" amx_order "$OUT/amx_order_build.log" \
+        -Isrc -mavx512f -mamx-tile -mamx-bf16; then
         cpu=$(($(nproc) > 4 ? 3 : $(nproc) - 1)) # CPU 3, as the earlier kernel probes ran on
         for shape in "256 1 1" "768 1 2" "2048 1 8" "2048 8 1" "768 96 2"; do
             timeout 120 taskset -c $cpu "$BUILD/amx_order" $shape "${BLOCK_ROUNDS:-3}"
@@ -451,8 +457,7 @@ fi
 # after its spin, and the cores' own state after idling, at $MANY threads and on 1, with the default
 # spin and with workers that never sleep ----
 if ! skip pause; then
-    if gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude bench/cpu_pause_probe.c "$BUILD/libcvfuse.a" -lpthread -lm \
-        -o "$BUILD/pause_probe" 2> "$OUT/pause_probe_build.log"; then
+    if build_probe bench/cpu_pause_probe.c "$BUILD" pause_probe "$OUT/pause_probe_build.log"; then
         {
             "$BUILD/pause_probe" "$MANY" 1024 2 bf16
             CVF_CPU_SPIN_US=100000 "$BUILD/pause_probe" "$MANY" 1024 1 bf16
