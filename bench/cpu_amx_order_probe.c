@@ -76,6 +76,25 @@ static inline void store_accumulators(float *c)
     _tile_stored(3, c + 16 * NR + 16, NR * 4);
 }
 
+/* The four loads of block t: both A tiles, then both B tiles. */
+static inline __attribute__((always_inline)) void load_operands(long t, const uint16_t *a, const uint16_t *b,
+                                                                b_layout lay)
+{
+    LOAD_A0(4, t);
+    LOAD_A1(5, t);
+    LOAD_B0(6, t);
+    LOAD_B1(7, t);
+}
+
+/* The four products of a block on the loaded tiles: C00, C01, C10, C11. */
+static inline __attribute__((always_inline)) void products_2x2(void)
+{
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+}
+
 /* One block in the library's order. */
 static inline __attribute__((always_inline)) void block_v0(long t, const uint16_t *a, const uint16_t *b, b_layout lay)
 {
@@ -131,14 +150,8 @@ __attribute__((noinline)) static void order_loads_first(long blocks, const uint1
 {
     zero_accumulators();
     for (long t = 0; t < blocks; t++) {
-        LOAD_A0(4, t);
-        LOAD_A1(5, t);
-        LOAD_B0(6, t);
-        LOAD_B1(7, t);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        load_operands(t, a, b, lay);
+        products_2x2();
     }
     store_accumulators(c);
 }
@@ -169,16 +182,9 @@ __attribute__((noinline)) static void order_peak(long blocks, const uint16_t *a,
                                                  float *c)
 {
     zero_accumulators();
-    LOAD_A0(4, 0);
-    LOAD_A1(5, 0);
-    LOAD_B0(6, 0);
-    LOAD_B1(7, 0);
-    for (long t = 0; t < blocks; t++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
+    load_operands(0, a, b, lay);
+    for (long t = 0; t < blocks; t++)
+        products_2x2();
     store_accumulators(c);
 }
 
