@@ -338,13 +338,15 @@ apply_whole() {
 }
 # ---- A/B of changes to the library (AB_PATCH: one or more unified diffs against this tree, made with
 # `git diff`, separated by spaces): for the n-th, the tree copied to $BUILD-abN-src with the patch
-# applied, built as $BUILD-abN, its op and kernel tests at the default level (the host's best); then
-# bench/cpu_mlp_steps.c against each library, this tree's ("base") and each abN, in turns that start
-# one later each round, BLOCK_ROUNDS rounds: the bf16 steps at $MANY threads (wall time) and on 1
-# thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads ----
+# applied, built as $BUILD-abN, its op, kernel and thread-pool tests at the default level (the host's
+# best); then bench/cpu_mlp_steps.c against each library, this tree's ("base") and each abN, in turns
+# that start one later each round, BLOCK_ROUNDS rounds: the bf16 steps at $MANY threads (wall time)
+# and on 1 thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads, and the
+# first bf16 1024^3 call after a pause against the next (bench/cpu_pause_probe.c) at $MANY threads ----
 if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
     if build_mlp_steps; then
-        variants=(base) bins=("$BUILD/mlp_steps") n=0
+        variants=(base) dirs=("$BUILD") n=0
+        build_probe bench/cpu_pause_probe.c "$BUILD" pause_probe "$OUT/pause_probe_build.log"
         for patch in $AB_PATCH; do
             n=$((n + 1)) src=$BUILD-ab$n-src dir=$BUILD-ab$n patch_file=$(realpath "$patch")
             rm -rf "$src" && mkdir -p "$src"
@@ -353,14 +355,15 @@ if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
             done
             if (cd "$src" && apply_whole "$patch_file") > "$OUT/ab${n}_build.log" 2>&1 &&
                 (cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCVF_CUDA=OFF &&
-                    cmake --build "$dir" -j "$JOBS" --target cvfuse test_ops test_kernels) >> "$OUT/ab${n}_build.log" 2>&1 &&
-                build_probe bench/cpu_mlp_steps.c "$dir" mlp_steps "$OUT/ab${n}_build.log"; then
+                    cmake --build "$dir" -j "$JOBS" --target cvfuse test_ops test_kernels test_threadpool) >> "$OUT/ab${n}_build.log" 2>&1 &&
+                build_probe bench/cpu_mlp_steps.c "$dir" mlp_steps "$OUT/ab${n}_build.log" &&
+                build_probe bench/cpu_pause_probe.c "$dir" pause_probe "$OUT/ab${n}_build.log"; then
                 echo "ab$n: $patch"
-                for t in test_ops test_kernels; do
+                for t in test_ops test_kernels test_threadpool; do
                     timeout 240 "$dir/tests/$t" > "$OUT/ab${n}_$t.log" 2>&1
                     echo "ab$n $t rc=$? $(grep -E '^test_[a-z]+: ' "$OUT/ab${n}_$t.log" | tail -1)$(grep -m1 FAIL "$OUT/ab${n}_$t.log" | head -c 200)"
                 done
-                variants+=("ab$n") bins+=("$dir/mlp_steps")
+                variants+=("ab$n") dirs+=("$dir")
             else
                 echo "SKIP ab$n ($patch): the patched library did not build"; tail -20 "$OUT/ab${n}_build.log"
             fi
@@ -370,8 +373,11 @@ if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
                 v=$(((k + round - 1) % ${#variants[@]}))
                 for run in "20 bf16 $MANY" "5 bf16 1" "10 f32 $MANY"; do
                     set -- $run
-                    echo "round $round ${variants[$v]} $2 threads $3: $("${bins[$v]}" "$1" -1 full "$2" "$3" $S15 | tail -1)"
+                    echo "round $round ${variants[$v]} $2 threads $3: $("${dirs[$v]}/mlp_steps" "$1" -1 full "$2" "$3" $S15 | tail -1)"
                 done
+                if [ -x "${dirs[$v]}/pause_probe" ]; then
+                    "${dirs[$v]}/pause_probe" "$MANY" 1024 1 bf16 | sed "s/^/round $round ${variants[$v]} /"
+                fi
             done
         done 2>&1 | tee "$OUT/ab.log"
     else
