@@ -63,10 +63,8 @@ int main(int argc, char **argv)
                 first[k] = timed_call(ctx, &a, &b, &c);
                 second[k] = timed_call(ctx, &a, &b, &c);
             }
-            bench_sort(first, PAIRS);
-            bench_sort(second, PAIRS);
             printf("round %d threads %d n %lld pause %2.0f ms: first call %.3f ms, second %.3f (medians of %d)\n", r,
-                   threads, (long long)n, pauses[p], first[PAIRS / 2], second[PAIRS / 2], PAIRS);
+                   threads, (long long)n, pauses[p], bench_median(first, PAIRS), bench_median(second, PAIRS), PAIRS);
         }
     free(a.data), free(b.data), free(c.data);
     cvf_context_destroy(ctx);
