@@ -344,9 +344,8 @@ apply_whole() {
 # and on 1 thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads, and the
 # first bf16 1024^3 call after a pause against the next (bench/cpu_pause_probe.c) at $MANY threads ----
 if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
-    if build_mlp_steps; then
+    if build_mlp_steps && build_probe bench/cpu_pause_probe.c "$BUILD" pause_probe "$OUT/pause_probe_build.log"; then
         variants=(base) dirs=("$BUILD") n=0
-        build_probe bench/cpu_pause_probe.c "$BUILD" pause_probe "$OUT/pause_probe_build.log"
         for patch in $AB_PATCH; do
             n=$((n + 1)) src=$BUILD-ab$n-src dir=$BUILD-ab$n patch_file=$(realpath "$patch")
             rm -rf "$src" && mkdir -p "$src"
@@ -375,13 +374,11 @@ if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
                     set -- $run
                     echo "round $round ${variants[$v]} $2 threads $3: $("${dirs[$v]}/mlp_steps" "$1" -1 full "$2" "$3" $S15 | tail -1)"
                 done
-                if [ -x "${dirs[$v]}/pause_probe" ]; then
-                    "${dirs[$v]}/pause_probe" "$MANY" 1024 1 bf16 | sed "s/^/round $round ${variants[$v]} /"
-                fi
+                "${dirs[$v]}/pause_probe" "$MANY" 1024 1 bf16 | sed "s/^/round $round ${variants[$v]} /"
             done
         done 2>&1 | tee "$OUT/ab.log"
     else
-        echo "SKIP ab: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
+        echo "SKIP ab: mlp_steps or pause_probe did not build"; tail -5 "$OUT/mlp_steps_build.log" "$OUT/pause_probe_build.log"
     fi
 fi
 
