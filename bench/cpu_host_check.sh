@@ -9,9 +9,9 @@
 # rows with "impl":"torch"; each tagged with "group" and "isa", the CVF_CPU_ISA it ran under or
 # "default"), $OUT/summary.txt (ours / OpenBLAS and ours / torch per case), one log per step.
 # Knobs:
-#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin pairs ab sbs wait order pause small_s"
+#   SKIP="cores tests suite scaling small torch split2d blocks reshape amx_l2 spin k1 pairs ab sbs wait order pause small_s"
 #                                     groups to leave out
-#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin, pairs, ab and order groups; of the
+#   BLOCK_ROUNDS=3 I15_ROUNDS=3       rounds of the blocks, reshape, amx_l2, spin, k1, pairs, ab and order groups; of the
 #                                     sbs and wait groups
 #   DLPACK_INCLUDE_DIR                where dlpack/dlpack.h is, for the sbs group's Python extension
 #   AB_PATCH="F ..."                  `git diff`s of changes to measure against this tree (the ab group)
@@ -52,7 +52,7 @@ build_probe() {
         >> "$log" 2>&1
 }
 # build_mlp_steps: bench/cpu_mlp_steps.c against this run's library as $BUILD/mlp_steps, once per run
-# (the reshape, spin and ab groups); false, with the compiler's output in $OUT/mlp_steps_build.log, if it fails.
+# (the reshape, spin, k1 and ab groups); false, with the compiler's output in $OUT/mlp_steps_build.log, if it fails.
 mlp_steps_built=
 build_mlp_steps() {
     [ -n "$mlp_steps_built" ] && return 0
@@ -303,6 +303,23 @@ if ! skip spin; then
         done 2>&1 | tee "$OUT/spin.log" | grep -E "^round|sum of medians|^torch sum|mlp-backward"
     else
         echo "SKIP spin: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
+    fi
+fi
+
+# ---- issue 15: what K1's epilogue costs at many threads (bench/cpu_mlp_steps.c, bf16, S = S15): K1 with
+# its GELU' and column sums (full), without either (plain) and with the sums only, then the four steps
+# with their quartiles, BLOCK_ROUNDS rounds ----
+if ! skip k1; then
+    if build_mlp_steps; then
+        for round in $(seq "${BLOCK_ROUNDS:-3}"); do
+            for epilogue in full plain sums; do
+                echo "round $round K1 $epilogue: $("$BUILD/mlp_steps" 25 0 $epilogue bf16 "$MANY" $S15 | tail -1)"
+            done
+            echo "round $round steps:"
+            "$BUILD/mlp_steps" 20 -1 full bf16 "$MANY" $S15
+        done 2>&1 | tee "$OUT/k1.log"
+    else
+        echo "SKIP k1: mlp_steps did not build"; tail -5 "$OUT/mlp_steps_build.log"
     fi
 fi
 
