@@ -51,13 +51,15 @@ build_probe() {
     gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude "$@" "$source" "$dir/libcvfuse.a" -lpthread -lm -o "$dir/$name" \
         >> "$log" 2>&1
 }
-# build_mlp_steps: bench/cpu_mlp_steps.c against this run's library as $BUILD/mlp_steps, once per run
-# (the reshape, spin, k1 and ab groups); false, with the compiler's output in $OUT/mlp_steps_build.log, if it fails.
-mlp_steps_built=
-build_mlp_steps() {
-    [ -n "$mlp_steps_built" ] && return 0
-    build_probe bench/cpu_mlp_steps.c "$BUILD" mlp_steps "$OUT/mlp_steps_build.log" && mlp_steps_built=1
+# build_base_probe SOURCE NAME: build_probe of SOURCE against this run's library as $BUILD/NAME, once
+# per run however many groups ask; false, with the compiler's output in $OUT/NAME_build.log, if it fails.
+base_probes_built=" "
+build_base_probe() {
+    case $base_probes_built in *" $2 "*) return 0 ;; esac
+    build_probe "$1" "$BUILD" "$2" "$OUT/$2_build.log" && base_probes_built="$base_probes_built$2 "
 }
+# build_mlp_steps: bench/cpu_mlp_steps.c as $BUILD/mlp_steps (the reshape, spin, k1 and ab groups).
+build_mlp_steps() { build_base_probe bench/cpu_mlp_steps.c mlp_steps; }
 # steps_under_splits ROUND DTYPE REPEAT "STEP MC,CHUNKS ..." ...: each given GEMM of the MLP backward
 # (bench/cpu_mlp_steps.c's step index) at $MANY threads, S = $S15, under the default split and then each
 # forced blocks x chunks (CVF_CPU_BLOCKS=0,MC,0,CHUNKS); one line per run: round, step, split, the
@@ -306,13 +308,13 @@ if ! skip spin; then
     fi
 fi
 
-# ---- issue 15: what K1's epilogue costs at many threads (bench/cpu_mlp_steps.c, bf16, S = S15): K1 with
-# its GELU' and column sums (full), without either (plain) and with the sums only, then the four steps
-# with their quartiles, BLOCK_ROUNDS rounds ----
+# ---- issue 15: what K1's epilogue costs at many threads (bench/cpu_mlp_steps.c, bf16, S = S15): K1
+# without its GELU' and column sums (plain) and with the sums only, then the four steps with their
+# quartiles, whose K1 row is K1 with both (full), BLOCK_ROUNDS rounds ----
 if ! skip k1; then
     if build_mlp_steps; then
         for round in $(seq "${BLOCK_ROUNDS:-3}"); do
-            for epilogue in full plain sums; do
+            for epilogue in plain sums; do
                 echo "round $round K1 $epilogue: $("$BUILD/mlp_steps" 25 0 $epilogue bf16 "$MANY" $S15 | tail -1)"
             done
             echo "round $round steps:"
@@ -361,7 +363,7 @@ apply_whole() {
 # and on 1 thread (thread CPU time, the least noisy measure), the f32 steps at $MANY threads, and the
 # first bf16 1024^3 call after a pause against the next (bench/cpu_pause_probe.c) at $MANY threads ----
 if ! skip ab && [ -n "${AB_PATCH:-}" ]; then
-    if build_mlp_steps && build_probe bench/cpu_pause_probe.c "$BUILD" pause_probe "$OUT/pause_probe_build.log"; then
+    if build_mlp_steps && build_base_probe bench/cpu_pause_probe.c pause_probe; then
         variants=(base) dirs=("$BUILD") n=0
         for patch in $AB_PATCH; do
             n=$((n + 1)) src=$BUILD-ab$n-src dir=$BUILD-ab$n patch_file=$(realpath "$patch")
@@ -477,7 +479,7 @@ fi
 # after its spin, and the cores' own state after idling, at $MANY threads and on 1, with the default
 # spin and with workers that never sleep ----
 if ! skip pause; then
-    if build_probe bench/cpu_pause_probe.c "$BUILD" pause_probe "$OUT/pause_probe_build.log"; then
+    if build_base_probe bench/cpu_pause_probe.c pause_probe; then
         {
             "$BUILD/pause_probe" "$MANY" 1024 2 bf16
             CVF_CPU_SPIN_US=100000 "$BUILD/pause_probe" "$MANY" 1024 1 bf16
